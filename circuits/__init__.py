@@ -1,0 +1,1 @@
+"""Data shipped with v8 (installed as v8dialect.circuits)."""

@@ -1,0 +1,44 @@
+/* CPU feature detection through CPUID/XGETBV (via GCC's builtins), so the
+ * same binary picks AVX-512, AVX2 or scalar paths on the machine it runs on. */
+#include "v8_runtime.h"
+
+static unsigned detected_features = 0;
+static int detected = 0;
+static unsigned restriction = ~0u;
+
+static unsigned detect(void) {
+    unsigned f = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) f |= V8_CPU_AVX2;
+    if (__builtin_cpu_supports("fma")) f |= V8_CPU_FMA;
+    if (__builtin_cpu_supports("f16c")) f |= V8_CPU_F16C;
+    if (__builtin_cpu_supports("avx512f")) f |= V8_CPU_AVX512F;
+    if (__builtin_cpu_supports("avx512bw")) f |= V8_CPU_AVX512BW;
+    if (__builtin_cpu_supports("avx512vl")) f |= V8_CPU_AVX512VL;
+    if (__builtin_cpu_supports("avx512dq")) f |= V8_CPU_AVX512DQ;
+    if (__builtin_cpu_supports("avx512vnni")) f |= V8_CPU_AVX512VNNI;
+#endif
+    return f;
+}
+
+unsigned v8_cpu_features(void) {
+    /* Detection is idempotent, so a benign race only repeats it. */
+    if (!__atomic_load_n(&detected, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&detected_features, detect(), __ATOMIC_RELAXED);
+        __atomic_store_n(&detected, 1, __ATOMIC_RELEASE);
+    }
+    return __atomic_load_n(&detected_features, __ATOMIC_RELAXED) &
+           __atomic_load_n(&restriction, __ATOMIC_RELAXED);
+}
+
+void v8_cpu_restrict(unsigned mask) { __atomic_store_n(&restriction, mask, __ATOMIC_RELAXED); }
+
+v8_isa v8_cpu_best_isa(void) {
+    unsigned f = v8_cpu_features();
+    unsigned avx2 = V8_CPU_AVX2 | V8_CPU_FMA | V8_CPU_F16C;
+    unsigned avx512 = avx2 | V8_CPU_AVX512F | V8_CPU_AVX512BW | V8_CPU_AVX512VL | V8_CPU_AVX512DQ;
+    if ((f & avx512) == avx512) return V8_ISA_AVX512;
+    if ((f & avx2) == avx2) return V8_ISA_AVX2;
+    return V8_ISA_SCALAR;
+}

@@ -1,0 +1,153 @@
+/* A persistent pthread pool.  Workers sleep on a condition variable between
+ * jobs; a job is a task range claimed through an atomic counter, and the
+ * caller (worker 0) works on it too.  Task-to-worker assignment is dynamic:
+ * kernels make results independent of it by giving every task disjoint
+ * outputs or its own partial slot. */
+#define _POSIX_C_SOURCE 200809L
+#include "v8_runtime.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+struct v8_threadpool {
+    int n_workers;
+    pthread_t *threads;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_cond_t done;
+    /* current job, guarded by lock except the atomic counters */
+    uint64_t generation;
+    int stopping;
+    v8_task_fn fn;
+    void *ctx;
+    int64_t n_tasks;
+    int64_t next_task;     /* atomic */
+    int active_helpers;    /* helpers still inside the current job */
+};
+
+typedef struct {
+    v8_threadpool *pool;
+    int worker;
+} worker_arg;
+
+static void run_tasks(v8_threadpool *pool, int worker) {
+    for (;;) {
+        int64_t t = __atomic_fetch_add(&pool->next_task, 1, __ATOMIC_RELAXED);
+        if (t >= pool->n_tasks) {
+            return;
+        }
+        pool->fn(pool->ctx, t, worker);
+    }
+}
+
+static void *worker_main(void *raw) {
+    worker_arg arg = *(worker_arg *)raw;
+    free(raw);
+    v8_threadpool *pool = arg.pool;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&pool->lock);
+    for (;;) {
+        while (!pool->stopping && pool->generation == seen) {
+            pthread_cond_wait(&pool->wake, &pool->lock);
+        }
+        if (pool->stopping) {
+            break;
+        }
+        seen = pool->generation;
+        pthread_mutex_unlock(&pool->lock);
+        run_tasks(pool, arg.worker);
+        pthread_mutex_lock(&pool->lock);
+        if (--pool->active_helpers == 0) {
+            pthread_cond_signal(&pool->done);
+        }
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return NULL;
+}
+
+static void stop_workers(v8_threadpool *pool, int started) {
+    pthread_mutex_lock(&pool->lock);
+    pool->stopping = 1;
+    pthread_cond_broadcast(&pool->wake);
+    pthread_mutex_unlock(&pool->lock);
+    for (int i = 0; i < started; ++i) {
+        pthread_join(pool->threads[i], NULL);
+    }
+}
+
+static void free_pool(v8_threadpool *pool) {
+    pthread_cond_destroy(&pool->done);
+    pthread_cond_destroy(&pool->wake);
+    pthread_mutex_destroy(&pool->lock);
+    free(pool->threads);
+    free(pool);
+}
+
+v8_threadpool *v8_threadpool_create(int n_workers) {
+    if (n_workers < 1 || n_workers > V8_MAX_WORKERS) {
+        return NULL;
+    }
+    v8_threadpool *pool = calloc(1, sizeof *pool);
+    if (pool == NULL) {
+        return NULL;
+    }
+    pool->n_workers = n_workers;
+    pool->threads = calloc((size_t)n_workers, sizeof *pool->threads);
+    pthread_mutex_init(&pool->lock, NULL);
+    pthread_cond_init(&pool->wake, NULL);
+    pthread_cond_init(&pool->done, NULL);
+    if (pool->threads == NULL) {
+        free_pool(pool);
+        return NULL;
+    }
+    for (int i = 1; i < n_workers; ++i) {
+        worker_arg *arg = malloc(sizeof *arg);
+        if (arg != NULL) {
+            arg->pool = pool;
+            arg->worker = i;
+        }
+        if (arg == NULL || pthread_create(&pool->threads[i - 1], NULL, worker_main, arg) != 0) {
+            free(arg);
+            stop_workers(pool, i - 1);
+            free_pool(pool);
+            return NULL;
+        }
+    }
+    return pool;
+}
+
+void v8_threadpool_destroy(v8_threadpool *pool) {
+    if (pool == NULL) {
+        return;
+    }
+    stop_workers(pool, pool->n_workers - 1);
+    free_pool(pool);
+}
+
+int v8_threadpool_workers(const v8_threadpool *pool) { return pool == NULL ? 0 : pool->n_workers; }
+
+v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, void *ctx) {
+    V8_REQUIRE(pool != NULL && fn != NULL, V8_ERR_NULL_ARGUMENT);
+    V8_REQUIRE(n_tasks >= 0, V8_ERR_BAD_DIMENSION);
+    if (n_tasks == 0) {
+        return V8_OK;
+    }
+    pthread_mutex_lock(&pool->lock);
+    pool->fn = fn;
+    pool->ctx = ctx;
+    pool->n_tasks = n_tasks;
+    __atomic_store_n(&pool->next_task, 0, __ATOMIC_RELAXED);
+    pool->active_helpers = pool->n_workers - 1;
+    pool->generation += 1;
+    pthread_cond_broadcast(&pool->wake);
+    pthread_mutex_unlock(&pool->lock);
+
+    run_tasks(pool, 0);
+
+    pthread_mutex_lock(&pool->lock);
+    while (pool->active_helpers > 0) {
+        pthread_cond_wait(&pool->done, &pool->lock);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return V8_OK;
+}

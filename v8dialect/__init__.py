@@ -1,0 +1,1 @@
+"""v8: numerical-contract compiler dialect for LLM inference kernels."""

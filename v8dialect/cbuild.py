@@ -1,0 +1,145 @@
+"""Compile C through cffi, cached by content hash.
+
+Tests, benchmarks and ``v8dialect.build`` all compile runtime_c sources (and
+emitted C) with this one helper.  The cache key covers the cdef, every source
+and header byte, the flags and the compiler, so a changed kernel is never run
+from a stale build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import sysconfig
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from v8dialect.paths import runtime_c_dir, runtime_include_dir
+
+# Baseline flags: no -march, so the objects run on any x86-64; ISA-specific
+# regions opt in with target pragmas and dispatch at run time.
+BASE_CFLAGS: tuple[str, ...] = ("-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC")
+
+RUNTIME_CORE_SOURCES: tuple[str, ...] = (
+    "core/status.c",
+    "core/fp16.c",
+    "core/cpu.c",
+    "core/threadpool.c",
+)
+
+RUNTIME_CORE_CDEF = """
+typedef enum v8_status { V8_OK = 0, V8_ERR_NULL_ARGUMENT = 1, V8_ERR_BAD_DIMENSION = 2,
+    V8_ERR_UNKNOWN_SELECTOR = 3, V8_ERR_BAD_THREADING = 4, V8_ERR_NO_MEMORY = 5,
+    V8_ERR_UNSUPPORTED_ISA = 6 } v8_status;
+const char *v8_status_name(v8_status status);
+float v8_f16_to_f32(uint16_t h);
+uint16_t v8_f32_to_f16(float f);
+float v8_round_f16(float f);
+float v8_bf16_to_f32(uint16_t b);
+uint16_t v8_f32_to_bf16(float f);
+void v8_f16_to_f32_array(const uint16_t *src, float *dst, size_t n);
+void v8_f32_to_f16_array(const float *src, uint16_t *dst, size_t n);
+unsigned v8_cpu_features(void);
+void v8_cpu_restrict(unsigned mask);
+int v8_cpu_best_isa(void);
+typedef struct v8_threadpool v8_threadpool;
+v8_threadpool *v8_threadpool_create(int n_workers);
+void v8_threadpool_destroy(v8_threadpool *pool);
+int v8_threadpool_workers(const v8_threadpool *pool);
+"""
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("V8_BUILD_CACHE")
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "v8" / "cffi"
+
+
+@dataclass(frozen=True)
+class CBuild:
+    """One cffi extension: declarations, C source text and runtime_c sources."""
+
+    name: str
+    cdef: str
+    source: str
+    runtime_sources: Sequence[str] = RUNTIME_CORE_SOURCES
+    extra_sources: Sequence[Path] = ()
+    include_dirs: Sequence[Path] = field(default_factory=tuple)
+    cflags: Sequence[str] = BASE_CFLAGS
+
+    def sources(self) -> list[Path]:
+        root = runtime_c_dir()
+        return [root / s for s in self.runtime_sources] + [Path(p) for p in self.extra_sources]
+
+    def all_include_dirs(self) -> list[Path]:
+        return [runtime_include_dir(), runtime_c_dir(), *map(Path, self.include_dirs)]
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for part in (self.name, self.cdef, self.source, " ".join(self.cflags)):
+            h.update(part.encode())
+            h.update(b"\0")
+        h.update(os.environ.get("CC", "gcc").encode())
+        h.update(sysconfig.get_config_var("EXT_SUFFIX").encode())
+        for path in self.sources():
+            h.update(path.read_bytes())
+        for inc in self.all_include_dirs():
+            for header in sorted(inc.rglob("*.h")) + sorted(inc.rglob("*.inc")):
+                h.update(str(header.relative_to(inc)).encode())
+                h.update(header.read_bytes())
+        return h.hexdigest()[:20]
+
+
+def build(spec: CBuild) -> ModuleType:
+    """Compile (or reuse) the extension and import it; returns the module with .ffi and .lib."""
+    module_name = f"_{spec.name}_{spec.digest()}"
+    out_dir = cache_root() / module_name
+    built = sorted(out_dir.glob(f"{module_name}*.so"))
+    if not built:
+        built = [_compile(spec, module_name, out_dir)]
+    return _import(module_name, built[0])
+
+
+def _compile(spec: CBuild, module_name: str, out_dir: Path) -> Path:
+    from cffi import FFI
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ffi = FFI()
+    ffi.cdef(spec.cdef)
+    ffi.set_source(
+        module_name,
+        spec.source,
+        sources=[str(p) for p in spec.sources()],
+        include_dirs=[str(p) for p in spec.all_include_dirs()],
+        extra_compile_args=list(spec.cflags),
+        libraries=["m", "pthread"],
+    )
+    # cffi writes into tmpdir; compile in a private folder then publish the .so
+    staging = out_dir / f"staging-{os.getpid()}"
+    path = Path(ffi.compile(tmpdir=str(staging), verbose=False))
+    final = out_dir / path.name
+    os.replace(path, final)
+    return final
+
+
+def _import(module_name: str, path: Path) -> ModuleType:
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load compiled module {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[module_name] = module
+    return module
+
+
+def runtime_core() -> ModuleType:
+    """The runtime foundations alone (fp16, CPU features, threadpool)."""
+    return build(CBuild(name="v8_runtime_core", cdef=RUNTIME_CORE_CDEF,
+                        source='#include "v8_runtime.h"\n'))
