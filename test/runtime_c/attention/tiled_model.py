@@ -1,0 +1,256 @@
+"""Independent numpy models of the tiled-prefill and llama-regular attention
+contracts, plus a runner for ggml's own operators (the external oracle).
+
+Written from NUMERICS.md and from the arithmetic ggml's CPU backend performs
+(ops.cpp tiled flash attention, vec.cpp soft_max, vec.h expf), not from our C.
+numpy has no fused multiply-add, so ``fma32`` builds a correctly rounded one
+from float64 arithmetic with round-to-odd (exact product, exact sum error,
+then one rounding to float32).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from dataclasses import dataclass
+
+import numpy as np
+
+F32 = np.float32
+F64 = np.float64
+Q_TILE = 64
+KV_TILE = 64
+
+
+# ---- exact float32 primitives ------------------------------------------------
+
+def fma32(a, b, c):
+    """float32 fma(a, b, c) with a single rounding (round-to-nearest-even)."""
+    a = np.asarray(a, F32).astype(F64)
+    b = np.asarray(b, F32).astype(F64)
+    c = np.asarray(c, F32).astype(F64)
+    p = a * b                       # exact: 24 x 24 bits fit in 53
+    s = p + c
+    # TwoSum error of s = p + c (exact), then round-to-odd: an inexact s with
+    # an even last bit moves one ulp toward the true value.  A float64 rounded
+    # to odd carries enough bits for a correct final rounding to float32.
+    bb = s - p
+    err = (p - (s - bb)) + (c - bb)
+    with np.errstate(invalid="ignore"):
+        bits = s.view(np.int64)
+        fix = (err != 0) & ((bits & 1) == 0) & np.isfinite(s)
+    if np.any(fix):
+        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(F32)
+
+
+def HX(s):
+    """A C99 hex-float constant as float32."""
+    return F32(float.fromhex(s))
+
+
+_R = F32(HX("0x1.8p23"))
+
+
+def expf_ggml512(x):
+    """ggml_v_expf, AVX-512 form: Cody-Waite reduction, degree-5 polynomial
+    that includes the leading 1, then scalef(j, n) (exact scaling, one rounding)."""
+    x = np.asarray(x, F32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        z = fma32(x, F32(HX("0x1.715476p+0")), _R)
+        n = (z - _R).astype(F32)
+        b = fma32(-n, F32(HX("0x1.7f7d1cp-20")), fma32(-n, F32(HX("0x1.62e4p-1")), x))
+        u = (b * b).astype(F32)
+        j = fma32(fma32(fma32(F32(HX("0x1.0e4020p-7")), b, F32(HX("0x1.573e2ep-5"))), u,
+                        fma32(F32(HX("0x1.555e66p-3")), b, F32(HX("0x1.fffdb6p-2")))),
+                  u, fma32(F32(HX("0x1.ffffecp-1")), b, F32(1.0)))
+        nn = np.where(np.isfinite(n), n, 0).astype(np.int64)
+        res = np.ldexp(j.astype(F64), np.clip(nn, -300, 300)).astype(F32)
+        big = ~(np.abs(n) <= F32(192))           # NaN compares false: counts as big
+        alt = np.where(n <= 0, F32(0), F32(np.inf)).astype(F32)
+        return np.where(big, alt, res).astype(F32)
+
+
+_LIBM = ctypes.CDLL(ctypes.util.find_library("m"))
+_LIBM.expf.restype = ctypes.c_float
+_LIBM.expf.argtypes = [ctypes.c_float]
+
+
+def libm_expf(x):
+    """The C library's expf, element by element (the rescale factor ggml computes
+    with the scalar expf; numpy's own float32 exp is a different approximation)."""
+    x = np.asarray(x, F32)
+    return np.array([_LIBM.expf(float(t)) for t in x.ravel()], F32).reshape(x.shape)
+
+
+def reduce16(v):
+    """_mm512_reduce_add_ps tree over the last axis (16 lanes)."""
+    v = np.asarray(v, F32)
+    a = (v[..., 8:16] + v[..., 0:8]).astype(F32)
+    b = (a[..., 4:8] + a[..., 0:4]).astype(F32)
+    c0 = (b[..., 0] + b[..., 2]).astype(F32)
+    c1 = (b[..., 1] + b[..., 3]).astype(F32)
+    return (c0 + c1).astype(F32)
+
+
+# ---- f16_kv_tiled64_fp32_softmax_fp64_sum_update -------------------------------
+
+def tiled_attention(q, k16, v16, kv_len, q_pos0, causal, scale, n_head_kv):
+    """q [n_q][H][D] fp32; k16, v16 [Hkv][cap][D] float16.  Returns [n_q][H][D] fp32.
+
+    Per (head, query row) and per 64-key tile starting at key 0:
+      s = fma chain over d (ascending, from 0) of q[d]*k[d]; s *= scale
+      masked / padded keys -> -inf; a row whose tile is all -inf skips the tile
+      Mn = max(M, tile max); if Mn > M: A *= expf(M - Mn), S *= expf(M - Mn)
+      p = expf_ggml512(s - Mn);  S = f32(f64(S) + sum_g f64(reduce16(p[16g:16g+16])))
+      A[d] = fma chain over the 64 keys of p*v[d], continuing from A
+    out = A * (1 / S)
+    """
+    n_q, n_head, d = q.shape
+    group = n_head // n_head_kv
+    scale = F32(scale)
+    out = np.zeros_like(q, dtype=F32)
+    rows = np.arange(n_q)
+    last = (q_pos0 + rows) if causal else np.full(n_q, kv_len - 1)  # last visible key
+    n_tiles = (kv_len + KV_TILE - 1) // KV_TILE
+    for h in range(n_head):
+        kf = k16[h // group, :kv_len].astype(F32)
+        vf = v16[h // group, :kv_len].astype(F32)
+        qh = q[:, h, :].astype(F32)
+        M = np.full(n_q, -np.inf, F32)
+        S = np.zeros(n_q, F32)
+        A = np.zeros((n_q, d), F32)
+        for t in range(n_tiles):
+            k0 = t * KV_TILE
+            kt = np.zeros((KV_TILE, d), F32)
+            vt = np.zeros((KV_TILE, d), F32)
+            nk = min(KV_TILE, kv_len - k0)
+            kt[:nk] = kf[k0:k0 + nk]
+            vt[:nk] = vf[k0:k0 + nk]
+            s = np.zeros((n_q, KV_TILE), F32)
+            for i in range(d):
+                s = fma32(qh[:, i:i + 1], kt[None, :, i], s)
+            s = (s * scale).astype(F32)
+            keys = k0 + np.arange(KV_TILE)
+            visible = (keys[None, :] <= last[:, None]) & (keys[None, :] < kv_len)
+            s = np.where(visible, s, F32(-np.inf)).astype(F32)
+            tmax = s.max(axis=1)
+            live = tmax != -np.inf
+            Mn = np.maximum(M, tmax).astype(F32)
+            grow = live & (Mn > M)
+            ms = np.ones(n_q, F32)
+            ms[grow] = libm_expf((M - Mn)[grow].astype(F32))
+            A = np.where(grow[:, None], (A * ms[:, None]).astype(F32), A)
+            S = np.where(grow, (S * ms).astype(F32), S)
+            M = np.where(live, Mn, M).astype(F32)
+            with np.errstate(invalid="ignore"):
+                p = expf_ggml512((s - M[:, None]).astype(F32))
+            p = np.where(live[:, None], p, F32(0)).astype(F32)
+            tsum = np.zeros(n_q, F64)
+            for g in range(KV_TILE // 16):
+                tsum = tsum + reduce16(p[:, 16 * g:16 * g + 16]).astype(F64)
+            S = np.where(live, (S.astype(F64) + tsum).astype(F32), S)
+            for j in range(KV_TILE):
+                A = fma32(p[:, j:j + 1], vt[None, j, :], A)
+        inv = np.where(S == 0, F32(0), (F32(1) / np.where(S == 0, F32(1), S)).astype(F32))
+        out[:, h, :] = (A * inv[:, None]).astype(F32)
+    return out
+
+
+# ---- inputs -------------------------------------------------------------------
+
+@dataclass
+class AttnCase:
+    q: np.ndarray        # [n_q][H][D] fp32
+    k16: np.ndarray      # [Hkv][cap][D] float16
+    v16: np.ndarray
+    kv_len: int
+    q_pos0: int
+    causal: bool
+    scale: float
+
+    @property
+    def n_q(self) -> int:
+        return self.q.shape[0]
+
+    @property
+    def n_head(self) -> int:
+        return self.q.shape[1]
+
+    @property
+    def n_head_kv(self) -> int:
+        return self.k16.shape[0]
+
+    @property
+    def head_dim(self) -> int:
+        return self.q.shape[2]
+
+    @property
+    def capacity(self) -> int:
+        return self.k16.shape[1]
+
+
+def make_case(seed, n_q, past, n_head, n_head_kv, d, causal=True, extra_cap=7, kv_len=None,
+              v_mult=1.0):
+    """Random normal inputs whose rows span magnitudes (per-row scale 2^[-3, 3])."""
+    rng = np.random.default_rng(seed)
+    kv = kv_len if kv_len is not None else past + n_q
+    cap = kv + extra_cap
+    qs = np.exp2(rng.uniform(-3, 3, size=(n_q, n_head, 1)))
+    q = (rng.standard_normal((n_q, n_head, d)) * qs).astype(F32)
+    ks = np.exp2(rng.uniform(-2, 2, size=(n_head_kv, cap, 1)))
+    k = (rng.standard_normal((n_head_kv, cap, d)) * ks).astype(np.float16)
+    v = (rng.standard_normal((n_head_kv, cap, d)) * v_mult).astype(np.float16)
+    return AttnCase(q, k, v, kv, past, causal, float(F32(1.0 / np.sqrt(d))))
+
+
+# ---- ggml (external oracle) ---------------------------------------------------
+
+def _ggml_ctx(mem_bytes):
+    import ggml
+    params = ggml.ggml_init_params(mem_size=mem_bytes, mem_buffer=None, no_alloc=False)
+    return ggml.ggml_init(params)
+
+
+def _mask(case: AttnCase, n_kv_pad: int, n_rows: int) -> np.ndarray:
+    """f16 mask [n_rows][n_kv_pad]: 0 where visible, -inf elsewhere (padding included)."""
+    mask = np.full((n_rows, n_kv_pad), -np.inf, np.float16)
+    for i in range(case.n_q):
+        end = case.q_pos0 + i + 1 if case.causal else case.kv_len
+        mask[i, :end] = 0
+    return mask
+
+
+def ggml_flash_attn(case: AttnCase, n_threads: int, pad: int = 256) -> np.ndarray:
+    """ggml_flash_attn_ext with F16 K/V padded to a multiple of ``pad`` (as llama.cpp's
+    cache), an f16 mask hiding the padding (and the future when causal),
+    GGML_PREC_F32.  Returns [n_q][H][D] fp32."""
+    import ggml
+    import ggml.utils as gu
+    n_kv_pad = -(-case.kv_len // pad) * pad
+    d, hkv = case.head_dim, case.n_head_kv
+    kp = np.zeros((hkv, n_kv_pad, d), np.float16)
+    vp = np.zeros((hkv, n_kv_pad, d), np.float16)
+    n_real = min(n_kv_pad, case.capacity)
+    kp[:, :n_real] = case.k16[:, :n_real]     # beyond kv_len: cache garbage, masked
+    vp[:, :n_real] = case.v16[:, :n_real]
+    n_rows = -(-case.n_q // 64) * 64
+    mask = _mask(case, n_kv_pad, n_rows)
+    qh = np.ascontiguousarray(case.q.transpose(1, 0, 2))  # [H][n_q][D]
+    need = (qh.nbytes + kp.nbytes + vp.nbytes + mask.nbytes + case.q.nbytes) * 2 + (64 << 20)
+    need += n_threads * 4 * (64 * d * 4 + 64 * 64 * 2 + 64 * 64) * 4
+    ctx = _ggml_ctx(need)
+    try:
+        tq = gu.from_numpy(qh, ctx)
+        tk = gu.from_numpy(kp, ctx)
+        tv = gu.from_numpy(vp, ctx)
+        tm = gu.from_numpy(mask, ctx)
+        out = ggml.ggml_flash_attn_ext(ctx, tq, tk, tv, tm, ctypes.c_float(case.scale), 0.0, 0.0)
+        ggml.ggml_flash_attn_ext_set_prec(out, ggml.GGML_PREC_F32)
+        gf = ggml.ggml_new_graph(ctx)
+        ggml.ggml_build_forward_expand(gf, out)
+        ggml.ggml_graph_compute_with_ctx(ctx, gf, n_threads)
+        res = gu.to_numpy(out).reshape(case.n_q, case.n_head, d).copy()
+    finally:
+        ggml.ggml_free(ctx)
+    return res
