@@ -1,0 +1,303 @@
+/* RoPE (neox and normal pairs) and multi-section RoPE, contracts
+ * rope_{neox,normal}_fp32_iterative_theta and
+ * mrope_fp32_iterative_theta_sections (see ops/v8_ops.h).
+ *
+ * This is ggml's rope arithmetic in its plain case (freq_scale 1, no YaRN
+ * ramp, attn_factor 1): the angle of pair i is built by multiplying the fp32
+ * position by theta_scale i times, each product rounded, and cosf/sinf of
+ * that angle rotate the pair with separately rounded products.  The
+ * iteration is part of the contract: powf(theta_scale, i) would give other
+ * angles. */
+#include <math.h>
+
+#include "ops/ops_internal.h"
+
+typedef struct rope_args {
+    int neox;             /* pair (i, i + n_rot/2) instead of (2i, 2i+1) */
+    float *y;
+    const float *x;
+    const int32_t *pos;   /* [n_tokens], or [4][n_tokens] for mrope */
+    int64_t n_tokens, n_head, head_dim, n_rot;
+    float theta_scale;
+    const int32_t *sections; /* NULL for plain rope */
+} rope_args;
+
+static v8_status check_rope(const float *y, const float *x, const int32_t *pos, int64_t n_tokens,
+                            int64_t n_head, int64_t head_dim, int64_t n_rot, float freq_base) {
+    V8_REQUIRE(y != NULL && x != NULL && pos != NULL, V8_ERR_NULL_ARGUMENT);
+    V8_REQUIRE(v8_ops_product_ok(n_tokens, n_head), V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(v8_ops_product_ok(n_tokens * n_head, head_dim), V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(n_rot >= 2 && n_rot % 2 == 0 && n_rot <= head_dim, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(freq_base > 0.0f && freq_base <= FLT_MAX, V8_ERR_BAD_DIMENSION);
+    return V8_OK;
+}
+
+static float theta_scale_of(float freq_base, int64_t n_rot) {
+    return powf(freq_base, -2.0f / (float)n_rot);
+}
+
+/* Pair i's two element offsets inside one head. */
+static inline void pair_offsets(int neox, int64_t n_rot, int64_t i, int64_t *ia, int64_t *ib) {
+    if (neox) {
+        *ia = i;
+        *ib = i + n_rot / 2;
+    } else {
+        *ia = 2 * i;
+        *ib = 2 * i + 1;
+    }
+}
+
+static inline void rotate(float *y, const float *x, int64_t ia, int64_t ib, float c, float s) {
+    const float x0 = x[ia];
+    const float x1 = x[ib];
+    const float p00 = x0 * c, p01 = x1 * s;
+    const float p10 = x0 * s, p11 = x1 * c;
+    y[ia] = p00 - p01;
+    y[ib] = p10 + p11;
+}
+
+static void copy_tail(float *y, const float *x, int64_t from, int64_t to) {
+    if (y != x) {
+        for (int64_t i = from; i < to; ++i) {
+            y[i] = x[i];
+        }
+    }
+}
+
+/* The stream (0 t, 1 h, 2 w, 3 e) that pair i of an mrope head uses. */
+static inline int mrope_stream(const int32_t *sections, int64_t i) {
+    const int64_t total = (int64_t)sections[0] + sections[1] + sections[2] + sections[3];
+    const int64_t sector = i % total;
+    if (sector < sections[0]) return 0;
+    if (sector < (int64_t)sections[0] + sections[1]) return 1;
+    if (sector < (int64_t)sections[0] + sections[1] + sections[2]) return 2;
+    return 3;
+}
+
+/* ---- oracle: every (token, head) row builds its own angles ---------------- */
+
+static void rope_oracle(const rope_args *a) {
+    for (int64_t t = 0; t < a->n_tokens; ++t) {
+        for (int64_t h = 0; h < a->n_head; ++h) {
+            const int64_t row = (t * a->n_head + h) * a->head_dim;
+            const float *x = a->x + row;
+            float *y = a->y + row;
+            float theta[4];
+            for (int s = 0; s < 4; ++s) {
+                /* plain rope reads one stream; the others are never used */
+                int64_t p = (a->sections != NULL) ? a->pos[(int64_t)s * a->n_tokens + t] : a->pos[t];
+                theta[s] = (float)p;
+            }
+            for (int64_t i = 0; i < a->n_rot / 2; ++i) {
+                int stream = (a->sections != NULL) ? mrope_stream(a->sections, i) : 0;
+                float c = cosf(theta[stream]);
+                float s = sinf(theta[stream]);
+                int64_t ia, ib;
+                pair_offsets(a->neox, a->n_rot, i, &ia, &ib);
+                rotate(y, x, ia, ib, c, s);
+                for (int k = 0; k < 4; ++k) {
+                    theta[k] = theta[k] * a->theta_scale;
+                }
+            }
+            copy_tail(y, x, a->n_rot, a->head_dim);
+        }
+    }
+}
+
+/* ---- production: angles once per token, applied to every head ------------- */
+
+static void rope_tokens(const rope_args *a, int64_t t0, int64_t t1) {
+    const int64_t hd = a->head_dim;
+    const int64_t row_stride = a->n_head * hd;
+    for (int64_t t = t0; t < t1; ++t) {
+        const float *x = a->x + t * row_stride;
+        float *y = a->y + t * row_stride;
+        float theta[4];
+        if (a->sections != NULL) {
+            for (int s = 0; s < 4; ++s) {
+                theta[s] = (float)a->pos[(int64_t)s * a->n_tokens + t];
+            }
+        } else {
+            theta[0] = theta[1] = theta[2] = theta[3] = (float)a->pos[t];
+        }
+        for (int64_t i = 0; i < a->n_rot / 2; ++i) {
+            const int stream = (a->sections != NULL) ? mrope_stream(a->sections, i) : 0;
+            const float c = cosf(theta[stream]);
+            const float s = sinf(theta[stream]);
+            int64_t ia, ib;
+            pair_offsets(a->neox, a->n_rot, i, &ia, &ib);
+            for (int64_t h = 0; h < a->n_head; ++h) {
+                rotate(y + h * hd, x + h * hd, ia, ib, c, s);
+            }
+            for (int k = 0; k < 4; ++k) {
+                theta[k] *= a->theta_scale;
+            }
+        }
+        if (a->n_rot < hd) {
+            for (int64_t h = 0; h < a->n_head; ++h) {
+                copy_tail(y + h * hd, x + h * hd, a->n_rot, hd);
+            }
+        }
+    }
+}
+
+typedef struct rope_job {
+    rope_args args;
+    v8_ops_chunks chunks;
+} rope_job;
+
+static void rope_task(void *ctx, int64_t task, int worker) {
+    (void)worker;
+    const rope_job *job = (const rope_job *)ctx;
+    int64_t t0, t1;
+    v8_ops_chunk_range(&job->chunks, task, &t0, &t1);
+    rope_tokens(&job->args, t0, t1);
+}
+
+static v8_status rope_parallel(v8_threadpool *pool, const rope_args *a) {
+    rope_job job;
+    job.args = *a;
+    int64_t per_token = a->n_head * a->head_dim;
+    job.chunks = v8_ops_split(a->n_tokens, v8_threadpool_workers(pool), (int64_t)8192 / per_token);
+    return v8_parallel_for(pool, job.chunks.n_tasks, rope_task, &job);
+}
+
+/* ---- plain RoPE ------------------------------------------------------------ */
+
+static v8_status prepare_rope(int contract, rope_args *a, float *y, const float *x,
+                              const int32_t *pos, int64_t n_tokens, int64_t n_head,
+                              int64_t head_dim, int64_t n_rot, float freq_base) {
+    V8_REQUIRE(contract == V8_ROPE_NEOX_FP32_ITERATIVE_THETA ||
+                   contract == V8_ROPE_NORMAL_FP32_ITERATIVE_THETA,
+               V8_ERR_UNKNOWN_SELECTOR);
+    v8_status st = check_rope(y, x, pos, n_tokens, n_head, head_dim, n_rot, freq_base);
+    if (st != V8_OK) {
+        return st;
+    }
+    a->neox = contract == V8_ROPE_NEOX_FP32_ITERATIVE_THETA;
+    a->y = y;
+    a->x = x;
+    a->pos = pos;
+    a->n_tokens = n_tokens;
+    a->n_head = n_head;
+    a->head_dim = head_dim;
+    a->n_rot = n_rot;
+    a->theta_scale = theta_scale_of(freq_base, n_rot);
+    a->sections = NULL;
+    return V8_OK;
+}
+
+v8_status v8_rope_f32_ref(int contract, float *y, const float *x, const int32_t *pos,
+                          int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                          float freq_base) {
+    rope_args a;
+    v8_status st = prepare_rope(contract, &a, y, x, pos, n_tokens, n_head, head_dim, n_rot,
+                                freq_base);
+    if (st != V8_OK) {
+        return st;
+    }
+    rope_oracle(&a);
+    return V8_OK;
+}
+
+v8_status v8_rope_f32(int contract, float *y, const float *x, const int32_t *pos,
+                      int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                      float freq_base) {
+    rope_args a;
+    v8_status st = prepare_rope(contract, &a, y, x, pos, n_tokens, n_head, head_dim, n_rot,
+                                freq_base);
+    if (st != V8_OK) {
+        return st;
+    }
+    rope_tokens(&a, 0, n_tokens);
+    return V8_OK;
+}
+
+v8_status v8_rope_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                        const float *x, const int32_t *pos, int64_t n_tokens,
+                                        int64_t n_head, int64_t head_dim, int64_t n_rot,
+                                        float freq_base) {
+    V8_REQUIRE(pool != NULL, V8_ERR_NULL_ARGUMENT);
+    rope_args a;
+    v8_status st = prepare_rope(contract, &a, y, x, pos, n_tokens, n_head, head_dim, n_rot,
+                                freq_base);
+    if (st != V8_OK) {
+        return st;
+    }
+    return rope_parallel(pool, &a);
+}
+
+/* ---- multi-section RoPE ---------------------------------------------------- */
+
+static v8_status prepare_mrope(int contract, rope_args *a, float *y, const float *x,
+                               const int32_t *pos, int64_t n_tokens, int64_t n_head,
+                               int64_t head_dim, int64_t n_rot, float freq_base,
+                               const int32_t *sections) {
+    V8_REQUIRE(contract == V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS, V8_ERR_UNKNOWN_SELECTOR);
+    V8_REQUIRE(sections != NULL, V8_ERR_NULL_ARGUMENT);
+    v8_status st = check_rope(y, x, pos, n_tokens, n_head, head_dim, n_rot, freq_base);
+    if (st != V8_OK) {
+        return st;
+    }
+    int64_t total = 0;
+    for (int s = 0; s < 4; ++s) {
+        V8_REQUIRE(sections[s] >= 0, V8_ERR_BAD_DIMENSION);
+        total += sections[s];
+    }
+    /* ggml: at least one of t, h, w has a section, and they fit the head */
+    V8_REQUIRE(sections[0] > 0 || sections[1] > 0 || sections[2] > 0, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(total <= head_dim, V8_ERR_BAD_DIMENSION);
+    /* pos holds four streams of n_tokens */
+    V8_REQUIRE(n_tokens <= V8_OPS_MAX_ELEMENTS / 4, V8_ERR_BAD_DIMENSION);
+    a->neox = 1;
+    a->y = y;
+    a->x = x;
+    a->pos = pos;
+    a->n_tokens = n_tokens;
+    a->n_head = n_head;
+    a->head_dim = head_dim;
+    a->n_rot = n_rot;
+    a->theta_scale = theta_scale_of(freq_base, n_rot);
+    a->sections = sections;
+    return V8_OK;
+}
+
+v8_status v8_mrope_f32_ref(int contract, float *y, const float *x, const int32_t *pos,
+                           int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                           float freq_base, const int32_t *sections) {
+    rope_args a;
+    v8_status st = prepare_mrope(contract, &a, y, x, pos, n_tokens, n_head, head_dim, n_rot,
+                                 freq_base, sections);
+    if (st != V8_OK) {
+        return st;
+    }
+    rope_oracle(&a);
+    return V8_OK;
+}
+
+v8_status v8_mrope_f32(int contract, float *y, const float *x, const int32_t *pos,
+                       int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                       float freq_base, const int32_t *sections) {
+    rope_args a;
+    v8_status st = prepare_mrope(contract, &a, y, x, pos, n_tokens, n_head, head_dim, n_rot,
+                                 freq_base, sections);
+    if (st != V8_OK) {
+        return st;
+    }
+    rope_tokens(&a, 0, n_tokens);
+    return V8_OK;
+}
+
+v8_status v8_mrope_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const float *x, const int32_t *pos, int64_t n_tokens,
+                                         int64_t n_head, int64_t head_dim, int64_t n_rot,
+                                         float freq_base, const int32_t *sections) {
+    V8_REQUIRE(pool != NULL, V8_ERR_NULL_ARGUMENT);
+    rope_args a;
+    v8_status st = prepare_mrope(contract, &a, y, x, pos, n_tokens, n_head, head_dim, n_rot,
+                                 freq_base, sections);
+    if (st != V8_OK) {
+        return st;
+    }
+    return rope_parallel(pool, &a);
+}

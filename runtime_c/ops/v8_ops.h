@@ -1,0 +1,165 @@
+/* v8 simple decoder ops: RMSNorm, QK-norm, RoPE (neox, normal, multi-section),
+ * embedding lookup and fp32 linear, plus scalar references for the
+ * elementwise ops the C printer writes inline (residual add, SwiGLU, GeGLU).
+ *
+ * Every provider has three functions with one argument list; the threadpool
+ * one takes a leading v8_threadpool *:
+ *
+ *   *_ref                scalar contract oracle, the definition of the bits
+ *   (public name)        production function, dispatches on the running CPU
+ *   *_parallel_dispatch  splits the work over the pool's workers exactly as
+ *                        the kernel map's partition declares
+ *
+ * All of them check the selector, every pointer and every size before the
+ * first write: on any error the output is untouched.  Outputs may alias an
+ * input exactly where a function says so, never partially.
+ *
+ * Arithmetic is IEEE fp32 with each operation rounded on its own: the
+ * sources switch floating-point contraction off (no FMA fusion), so the
+ * bits do not depend on compiler flags such as -mfma or -ffp-contract=fast. */
+#ifndef V8_OPS_H
+#define V8_OPS_H
+
+#include "v8_runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- contract selectors ----------------------------------------------------
+ * One range per op family, disjoint from the attention (1..9) and other
+ * runtime_c selectors, so a selector handed to the wrong family's kernel is
+ * rejected instead of being misread.  Zero is never a selector. */
+enum {
+    V8_RMSNORM_FP32_FP64_SUM_ASCENDING = 0x101,
+    V8_QK_NORM_FP32_FP64_SUM_ASCENDING = 0x201,
+    V8_ROPE_NEOX_FP32_ITERATIVE_THETA = 0x301,
+    V8_ROPE_NORMAL_FP32_ITERATIVE_THETA = 0x302,
+    V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS = 0x311,
+    V8_EMBEDDING_FP32_ROW_COPY = 0x401,
+    V8_LINEAR_FP32_ASCENDING_FP32_ACCUMULATE = 0x501,
+    V8_RESIDUAL_ADD_FP32 = 0x601,
+    V8_SWIGLU_FP32_EXPF = 0x701,
+    V8_GEGLU_FP32_TANH = 0x702
+};
+
+/* ---- RMSNorm: provider rmsnorm_fp32 -----------------------------------------
+ * Contract rmsnorm_fp32_fp64_sum_ascending, per row r of x[n_rows][n]:
+ *   sum   = 0.0 (fp64);  for i ascending: sum += (double)(x[i] * x[i])   (product in fp32)
+ *   mean  = (float)(sum / n)                                             (fp64 divide)
+ *   scale = 1.0f / sqrtf(mean + eps)
+ *   y[i]  = (x[i] * scale) * w[i]          two fp32 roundings, as ggml's rms_norm then mul
+ * eps >= 0.  y may alias x exactly.  Rows are independent (partition
+ * independent_rows, reduction-order effect none). */
+v8_status v8_rmsnorm_f32_ref(int contract, float *y, const float *x, const float *w,
+                             int64_t n_rows, int64_t n, float eps);
+v8_status v8_rmsnorm_f32(int contract, float *y, const float *x, const float *w,
+                         int64_t n_rows, int64_t n, float eps);
+v8_status v8_rmsnorm_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                           const float *x, const float *w, int64_t n_rows,
+                                           int64_t n, float eps);
+
+/* ---- QK-norm: provider qk_norm_fp32 -----------------------------------------
+ * Contract qk_norm_fp32_fp64_sum_ascending: the RMSNorm arithmetic above per
+ * (token, head) row of x[n_tokens][n_head][head_dim] (token-major), with one
+ * weight vector w[head_dim] shared by all heads.  y may alias x exactly. */
+v8_status v8_qk_norm_f32_ref(int contract, float *y, const float *x, const float *w,
+                             int64_t n_tokens, int64_t n_head, int64_t head_dim, float eps);
+v8_status v8_qk_norm_f32(int contract, float *y, const float *x, const float *w,
+                         int64_t n_tokens, int64_t n_head, int64_t head_dim, float eps);
+v8_status v8_qk_norm_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                           const float *x, const float *w, int64_t n_tokens,
+                                           int64_t n_head, int64_t head_dim, float eps);
+
+/* ---- RoPE: provider rope_fp32 -----------------------------------------------
+ * x, y: [n_tokens][n_head][head_dim] token-major; pos[n_tokens] int32.
+ * The first n_rot dims of every head rotate (n_rot even, 2 <= n_rot <=
+ * head_dim); the rest are copied.  ggml's arithmetic with freq_scale = 1,
+ * ext_factor = 0, attn_factor = 1 and no frequency factors:
+ *   theta_scale = powf(freq_base, -2.0f / (float)n_rot)
+ *   theta_0 = (float)pos[t];  theta_{i+1} = theta_i * theta_scale      (fp32, iterative)
+ *   c_i = cosf(theta_i), s_i = sinf(theta_i)
+ *   pair i (0 <= i < n_rot/2) is (a, b) = (i, i + n_rot/2) for
+ *     rope_neox_fp32_iterative_theta, (2i, 2i+1) for rope_normal_fp32_iterative_theta
+ *   y[a] = x[a]*c_i - x[b]*s_i;  y[b] = x[a]*s_i + x[b]*c_i          (each product rounded)
+ * freq_base > 0 and finite.  y may alias x exactly.  Tokens are independent
+ * (partition independent_rows over tokens, effect none). */
+v8_status v8_rope_f32_ref(int contract, float *y, const float *x, const int32_t *pos,
+                          int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                          float freq_base);
+v8_status v8_rope_f32(int contract, float *y, const float *x, const int32_t *pos,
+                      int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                      float freq_base);
+v8_status v8_rope_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                        const float *x, const int32_t *pos, int64_t n_tokens,
+                                        int64_t n_head, int64_t head_dim, int64_t n_rot,
+                                        float freq_base);
+
+/* ---- multi-section RoPE (Qwen2-VL): provider mrope_fp32 ---------------------
+ * Contract mrope_fp32_iterative_theta_sections, ggml's rope_multi in
+ * GGML_ROPE_TYPE_MROPE mode (neox pairs, sections not restarted):
+ * pos[4][n_tokens] holds the streams t, h, w, e; sections[4] >= 0, their sum
+ * S > 0 with one of the first three positive.  Four thetas start at
+ * (float)pos[s][t] and are all multiplied by theta_scale after every pair;
+ * pair i uses the stream of sector i % S: [0, s0) t, [s0, s0+s1) h,
+ * [s0+s1, s0+s1+s2) w, the rest e.  Rotation and copying as neox above. */
+v8_status v8_mrope_f32_ref(int contract, float *y, const float *x, const int32_t *pos,
+                           int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                           float freq_base, const int32_t *sections);
+v8_status v8_mrope_f32(int contract, float *y, const float *x, const int32_t *pos,
+                       int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                       float freq_base, const int32_t *sections);
+v8_status v8_mrope_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const float *x, const int32_t *pos, int64_t n_tokens,
+                                         int64_t n_head, int64_t head_dim, int64_t n_rot,
+                                         float freq_base, const int32_t *sections);
+
+/* ---- embedding: provider embedding_fp32 -------------------------------------
+ * Contract embedding_fp32_row_copy: y[t][:] = table[ids[t]][:] (exact copy).
+ * Every id is checked against [0, n_vocab) before anything is written; an
+ * out-of-range id returns V8_ERR_BAD_DIMENSION with y untouched. */
+v8_status v8_embedding_f32_ref(int contract, float *y, const float *table, const int32_t *ids,
+                               int64_t n_tokens, int64_t n_vocab, int64_t dim);
+v8_status v8_embedding_f32(int contract, float *y, const float *table, const int32_t *ids,
+                           int64_t n_tokens, int64_t n_vocab, int64_t dim);
+v8_status v8_embedding_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                             const float *table, const int32_t *ids,
+                                             int64_t n_tokens, int64_t n_vocab, int64_t dim);
+
+/* ---- fp32 linear: provider linear_fp32 --------------------------------------
+ * Contract linear_fp32_ascending_fp32_accumulate: y[m][n] = x[m][k] . w[n][k]
+ * (weight rows are output features, as ggml stores them), per output:
+ *   acc = 0.0f;  for j ascending: acc = acc + w[n][j] * x[m][j]    (product and sum
+ *                                                               rounded separately)
+ *   y = acc + bias[n]       (bias after the complete dot; bias may be NULL = none)
+ * m = 1 is the GEMV.  y must not alias w, x or bias.  Output rows n are
+ * independent (partition independent_rows, effect none). */
+v8_status v8_linear_f32_ref(int contract, float *y, const float *w, const float *x,
+                            const float *bias, int64_t m, int64_t n, int64_t k);
+v8_status v8_linear_f32(int contract, float *y, const float *w, const float *x,
+                        const float *bias, int64_t m, int64_t n, int64_t k);
+v8_status v8_linear_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                          const float *w, const float *x, const float *bias,
+                                          int64_t m, int64_t n, int64_t k);
+
+/* ---- references for the printer's inline elementwise ops ---------------------
+ * The C printer emits these inline (AVX-512 / AVX2 / scalar); these scalar
+ * functions define the bits its code must reproduce.  y may alias an input.
+ *   residual_add_fp32: y = a + b
+ *   swiglu_fp32_expf:  y = (g / (1.0f + expf(-g))) * u
+ *   geglu_fp32_tanh:   y = ((0.5f*g) * (1.0f + tanhf((C*g) * (1.0f + (A*g)*g)))) * u
+ *                      with C = 0.7978845608f (sqrt(2/pi) in fp32), A = 0.044715f,
+ *                      evaluated in exactly this order (ggml's ggml_gelu_f32 form of
+ *                      0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), not its fp16 table). */
+#define V8_GELU_SQRT_2_OVER_PI 0.79788456080286535587989211986876f
+#define V8_GELU_COEF_A 0.044715f
+v8_status v8_residual_add_f32_ref(int contract, float *y, const float *a, const float *b,
+                                  int64_t n);
+v8_status v8_swiglu_f32_ref(int contract, float *y, const float *g, const float *u, int64_t n);
+v8_status v8_geglu_f32_ref(int contract, float *y, const float *g, const float *u, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* V8_OPS_H */
