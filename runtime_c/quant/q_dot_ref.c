@@ -1,0 +1,91 @@
+/* Scalar contract oracles for the K-quant dots: a lane-by-lane model of the
+ * named fp32 structure (8 FMA lanes, Q4_K's 4 min lanes, the fixed
+ * horizontal tree).  Integer sums are exact, so only the fp32 steps below
+ * decide the bits; they are written one operation at a time, in ISO C
+ * without contraction, with fmaf for the fused steps. */
+#include <math.h>
+
+#include "quant/ql_internal.h"
+
+static float tree8(const float a[8]) {
+    float r[4];
+    for (int i = 0; i < 4; ++i) {
+        r[i] = a[i + 4] + a[i];
+    }
+    float s0 = r[0] + r[2];
+    float s1 = r[1] + r[3];
+    return s0 + s1;
+}
+
+static float tree4(const float m[4]) {
+    float s0 = m[0] + m[2];
+    float s1 = m[1] + m[3];
+    return s0 + s1;
+}
+
+float ql_q4k_dot_ref(const v8_block_q4_k *w, const v8_block_q8_k *a, int64_t nblk) {
+    float acc[8] = {0}, accm[4] = {0};
+    for (int64_t i = 0; i < nblk; ++i) {
+        const v8_block_q4_k *b = w + i;
+        const v8_block_q8_k *q = a + i;
+        const float d = q->d * v8_f16_to_f32(b->d);
+        const float dmin = -q->d * v8_f16_to_f32(b->dmin);
+        uint8_t sc[8], mn[8];
+        ql_q4k_scales(b->scales, sc, mn);
+        int32_t lane[8] = {0};
+        for (int h = 0; h < 4; ++h) {           /* 64-weight halves */
+            const uint8_t *qs = b->qs + 32 * h;
+            const int8_t *q8 = q->qs + 64 * h;
+            for (int u = 0; u < 8; ++u) {
+                int32_t lo = 0, hi = 0;
+                for (int e = 4 * u; e < 4 * u + 4; ++e) {
+                    lo += (qs[e] & 15) * q8[e];
+                    hi += (qs[e] >> 4) * q8[32 + e];
+                }
+                lane[u] += sc[2 * h] * lo + sc[2 * h + 1] * hi;
+            }
+        }
+        for (int u = 0; u < 8; ++u) {
+            acc[u] = fmaf(d, (float)lane[u], acc[u]);
+        }
+        /* min lane v covers sub-blocks 2v and 2v+1 (bsums pairs per sub-block) */
+        for (int v = 0; v < 4; ++v) {
+            const int16_t *bs = q->bsums + 4 * v;
+            int32_t p = mn[2 * v] * (bs[0] + bs[1]) + mn[2 * v + 1] * (bs[2] + bs[3]);
+            accm[v] = fmaf(dmin, (float)p, accm[v]);
+        }
+    }
+    return tree8(acc) + tree4(accm);
+}
+
+float ql_q6k_dot_ref(const v8_block_q6_k *w, const v8_block_q8_k *a, int64_t nblk) {
+    float acc[8] = {0};
+    for (int64_t i = 0; i < nblk; ++i) {
+        const v8_block_q6_k *b = w + i;
+        const v8_block_q8_k *q = a + i;
+        const float d = q->d * v8_f16_to_f32(b->d);
+        int32_t lane[8] = {0};
+        for (int h = 0; h < 2; ++h) {           /* 128-weight halves */
+            const uint8_t *ql = b->ql + 64 * h;
+            const uint8_t *qh = b->qh + 32 * h;
+            for (int c = 0; c < 4; ++c) {       /* 32-weight groups */
+                const int8_t *q8 = q->qs + 128 * h + 32 * c;
+                for (int u = 0; u < 8; ++u) {
+                    int32_t s = 0;
+                    for (int e = 4 * u; e < 4 * u + 4; ++e) {
+                        const uint8_t lo = ql[32 * (c & 1) + e];
+                        const int lev = (c < 2 ? lo & 15 : lo >> 4) | (((qh[e] >> (2 * c)) & 3) << 4);
+                        s += lev * q8[e];
+                    }
+                    lane[u] += b->scales[8 * h + 2 * c + u / 4] * s;
+                }
+            }
+        }
+        /* the -32 offset as an integer correction from the activation sums */
+        for (int u = 0; u < 8; ++u) {
+            lane[u] -= 32 * (q->bsums[2 * u] * b->scales[2 * u] + q->bsums[2 * u + 1] * b->scales[2 * u + 1]);
+            acc[u] = fmaf(d, (float)lane[u], acc[u]);
+        }
+    }
+    return tree8(acc);
+}

@@ -1,0 +1,367 @@
+/* Quantized linear entry points: Q4_K / Q6_K weights x Q8_K activations.
+ *
+ * Each provider has three functions with one argument list: the scalar
+ * contract oracle (*_ref), the production function (AVX-512 / AVX2 / scalar
+ * chosen at run time by v8_cpu_best_isa) and *_parallel_dispatch, which
+ * splits work over the threadpool only along the partition its kernel map
+ * declares.  Every independent-output partition gives each output to one
+ * task whole, so bits never depend on the worker count; the split-K
+ * provider's chunking is part of its own contract. */
+#include <immintrin.h>
+
+#include "quant/ql_internal.h"
+
+/* ---- ISA variants ------------------------------------------------------ */
+
+typedef void (*ql_rows_fn)(float *out, const uint8_t *w, size_t row_bytes, int64_t blk0,
+                           int64_t nblk, const v8_block_q8_k *a, int64_t nrows);
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#define QL_FN(name) name##_avx2
+#define QL_WIDE_512 0
+#include "quant/ql_simd.inc"
+#undef QL_FN
+#undef QL_WIDE_512
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#define QL_FN(name) name##_avx512
+#define QL_WIDE_512 1
+#include "quant/ql_simd.inc"
+#undef QL_FN
+#undef QL_WIDE_512
+#pragma GCC pop_options
+
+/* Scalar variant: the oracle's lane model itself. */
+static void q4k_rows_scalar(float *out, const uint8_t *w, size_t row_bytes, int64_t blk0,
+                            int64_t nblk, const v8_block_q8_k *a, int64_t nrows) {
+    for (int64_t r = 0; r < nrows; ++r) {
+        out[r] = ql_q4k_dot_ref((const v8_block_q4_k *)(w + (size_t)r * row_bytes) + blk0,
+                                a + blk0, nblk);
+    }
+}
+
+static void q6k_rows_scalar(float *out, const uint8_t *w, size_t row_bytes, int64_t blk0,
+                            int64_t nblk, const v8_block_q8_k *a, int64_t nrows) {
+    for (int64_t r = 0; r < nrows; ++r) {
+        out[r] = ql_q6k_dot_ref((const v8_block_q6_k *)(w + (size_t)r * row_bytes) + blk0,
+                                a + blk0, nblk);
+    }
+}
+
+typedef enum { QL_Q4K = 0, QL_Q6K = 1 } ql_format;
+
+static ql_rows_fn ql_rows_for(ql_format fmt, int use_ref) {
+    if (use_ref) {
+        return fmt == QL_Q4K ? q4k_rows_scalar : q6k_rows_scalar;
+    }
+    switch (v8_cpu_best_isa()) {
+    case V8_ISA_AVX512:
+        return fmt == QL_Q4K ? q4k_rows_avx512 : q6k_rows_avx512;
+    case V8_ISA_AVX2:
+        return fmt == QL_Q4K ? q4k_rows_avx2 : q6k_rows_avx2;
+    default:
+        return fmt == QL_Q4K ? q4k_rows_scalar : q6k_rows_scalar;
+    }
+}
+
+static size_t ql_block_bytes(ql_format fmt) {
+    return fmt == QL_Q4K ? sizeof(v8_block_q4_k) : sizeof(v8_block_q6_k);
+}
+
+/* ---- argument checks (all before any write) --------------------------- */
+
+static v8_status ql_check(int contract, int expected, float *y, const void *w, const float *x,
+                          int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes,
+                          size_t need) {
+    V8_REQUIRE(contract == expected, V8_ERR_UNKNOWN_SELECTOR);
+    V8_REQUIRE(y != NULL && w != NULL && x != NULL && scratch != NULL, V8_ERR_NULL_ARGUMENT);
+    V8_REQUIRE(m > 0 && n > 0 && k > 0 && k % V8_QK_K == 0, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(need > 0 && scratch_bytes >= need, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(((uintptr_t)scratch & 3u) == 0, V8_ERR_BAD_DIMENSION);
+    return V8_OK;
+}
+
+/* ---- one tile: rows [r0, r1) x tokens [t0, t1) ------------------------ */
+
+typedef struct {
+    ql_format fmt;
+    ql_rows_fn rows;
+    float *y;
+    const uint8_t *w;
+    const float *x;
+    const float *bias;
+    const v8_block_q8_k *a;
+    int64_t m, n, nb;
+    size_t row_bytes;
+    int64_t row_tile, tok_tile, n_row_tiles;
+} ql_job;
+
+static void ql_tile(const ql_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+        float *out = j->y + t * j->n + r0;
+        j->rows(out, j->w + (size_t)r0 * j->row_bytes, j->row_bytes, 0, j->nb,
+                j->a + t * j->nb, r1 - r0);
+        if (j->bias != NULL) {
+            for (int64_t r = r0; r < r1; ++r) {
+                j->y[t * j->n + r] += j->bias[r]; /* after the complete dot */
+            }
+        }
+    }
+}
+
+static void ql_run_serial(const ql_job *j) {
+    /* Walk weight-row tiles outermost so a tile stays in cache across tokens;
+     * the order of independent outputs does not affect any bits. */
+    for (int64_t r0 = 0; r0 < j->n; r0 += j->row_tile) {
+        int64_t r1 = r0 + j->row_tile < j->n ? r0 + j->row_tile : j->n;
+        ql_tile(j, r0, r1, 0, j->m);
+    }
+}
+
+static void ql_tile_task(void *ctx, int64_t task, int worker) {
+    (void)worker;
+    const ql_job *j = (const ql_job *)ctx;
+    int64_t rt = task % j->n_row_tiles, tt = task / j->n_row_tiles;
+    int64_t r0 = rt * j->row_tile, r1 = r0 + j->row_tile < j->n ? r0 + j->row_tile : j->n;
+    int64_t t0 = tt * j->tok_tile, t1 = t0 + j->tok_tile < j->m ? t0 + j->tok_tile : j->m;
+    ql_tile(j, r0, r1, t0, t1);
+}
+
+typedef struct {
+    const float *x;
+    v8_block_q8_k *a;
+    int64_t k, nb;
+} ql_quant_job;
+
+static void ql_quant_task(void *ctx, int64_t task, int worker) {
+    (void)worker;
+    const ql_quant_job *q = (const ql_quant_job *)ctx;
+    (void)v8_quantize_q8_k(q->x + task * q->k, q->a + task * q->nb, 1, q->k);
+}
+
+static v8_status ql_linear(v8_threadpool *pool, int use_ref, ql_format fmt, int contract,
+                           float *y, const void *w, const float *x, const float *bias,
+                           int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes) {
+    const int expected = fmt == QL_Q4K ? V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER
+                                       : V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER;
+    v8_status st = ql_check(contract, expected, y, w, x, m, n, k, scratch, scratch_bytes,
+                            v8_ql_gemm_scratch_bytes(m, k));
+    V8_REQUIRE(st == V8_OK, st);
+    ql_job j;
+    j.fmt = fmt;
+    j.rows = ql_rows_for(fmt, use_ref);
+    j.y = y;
+    j.w = (const uint8_t *)w;
+    j.x = x;
+    j.bias = bias;
+    j.a = (const v8_block_q8_k *)scratch;
+    j.m = m;
+    j.n = n;
+    j.nb = k / V8_QK_K;
+    j.row_bytes = (size_t)j.nb * ql_block_bytes(fmt);
+    j.row_tile = 16;
+    j.tok_tile = m;
+    j.n_row_tiles = (n + j.row_tile - 1) / j.row_tile;
+    if (pool == NULL) {
+        (void)v8_quantize_q8_k(x, scratch, m, k);
+        ql_run_serial(&j);
+        return V8_OK;
+    }
+    /* quantize each token's activation row as its own task (independent rows) */
+    ql_quant_job qj = {x, (v8_block_q8_k *)scratch, k, j.nb};
+    if (m == 1) {
+        (void)v8_quantize_q8_k(x, scratch, 1, k);
+    } else {
+        st = v8_parallel_for(pool, m, ql_quant_task, &qj);
+        V8_REQUIRE(st == V8_OK, st);
+    }
+    /* Output tiles: 32 weight rows x up to 32 tokens; with one token-tile this
+     * is the independent-rows partition of GEMV. */
+    j.row_tile = 32;
+    j.tok_tile = m < 32 ? m : 32;
+    j.n_row_tiles = (n + j.row_tile - 1) / j.row_tile;
+    int64_t n_tok_tiles = (m + j.tok_tile - 1) / j.tok_tile;
+    return v8_parallel_for(pool, j.n_row_tiles * n_tok_tiles, ql_tile_task, &j);
+}
+
+/* ---- public: GEMV ----------------------------------------------------- */
+
+v8_status v8_q4_k_gemv_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes) {
+    return ql_linear(NULL, 1, QL_Q4K, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q4_k_gemv(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes) {
+    return ql_linear(NULL, 0, QL_Q4K, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q4_k_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x, const float *bias,
+                                         int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes) {
+    V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
+    return ql_linear(pool, 0, QL_Q4K, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q6_k_gemv_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes) {
+    return ql_linear(NULL, 1, QL_Q6K, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q6_k_gemv(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes) {
+    return ql_linear(NULL, 0, QL_Q6K, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q6_k_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x, const float *bias,
+                                         int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes) {
+    V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
+    return ql_linear(pool, 0, QL_Q6K, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+}
+
+/* ---- public: GEMM ----------------------------------------------------- */
+
+v8_status v8_q4_k_gemm_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t m, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes) {
+    return ql_linear(NULL, 1, QL_Q4K, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q4_k_gemm(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t m, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes) {
+    return ql_linear(NULL, 0, QL_Q4K, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q4_k_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x, const float *bias,
+                                         int64_t m, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes) {
+    V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
+    return ql_linear(pool, 0, QL_Q4K, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q6_k_gemm_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t m, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes) {
+    return ql_linear(NULL, 1, QL_Q6K, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q6_k_gemm(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t m, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes) {
+    return ql_linear(NULL, 0, QL_Q6K, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q6_k_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x, const float *bias,
+                                         int64_t m, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes) {
+    V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
+    return ql_linear(pool, 0, QL_Q6K, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+}
+
+/* ---- split-K GEMV ----------------------------------------------------- */
+
+typedef struct {
+    ql_rows_fn rows;
+    float *partials; /* [parts][n] */
+    const uint8_t *w;
+    const v8_block_q8_k *a;
+    int64_t n, nb, parts, chunk, row_tile, n_row_tiles;
+    size_t row_bytes;
+} ql_split_job;
+
+static void ql_split_piece(const ql_split_job *s, int64_t c, int64_t r0, int64_t r1) {
+    int64_t b0 = c * s->chunk;
+    int64_t b1 = b0 + s->chunk < s->nb ? b0 + s->chunk : s->nb;
+    int64_t len = b1 > b0 ? b1 - b0 : 0;
+    if (b0 > s->nb) {
+        b0 = s->nb;
+    }
+    /* an empty chunk yields the tree of zero lanes, +0.0 */
+    s->rows(s->partials + c * s->n + r0, s->w + (size_t)r0 * s->row_bytes, s->row_bytes, b0, len,
+            s->a, r1 - r0);
+}
+
+static void ql_split_task(void *ctx, int64_t task, int worker) {
+    (void)worker;
+    const ql_split_job *s = (const ql_split_job *)ctx;
+    int64_t rt = task % s->n_row_tiles, c = task / s->n_row_tiles;
+    int64_t r0 = rt * s->row_tile, r1 = r0 + s->row_tile < s->n ? r0 + s->row_tile : s->n;
+    ql_split_piece(s, c, r0, r1);
+}
+
+static v8_status ql_split_k(v8_threadpool *pool, int use_ref, int contract, float *y,
+                            const void *w, const float *x, const float *bias, int64_t n,
+                            int64_t k, int64_t parts, void *scratch, size_t scratch_bytes) {
+    V8_REQUIRE(contract == V8_QL_Q4_K_X_Q8_K_FP32_SPLIT_K_ASCENDING_MERGE, V8_ERR_UNKNOWN_SELECTOR);
+    V8_REQUIRE(y != NULL && w != NULL && x != NULL && scratch != NULL, V8_ERR_NULL_ARGUMENT);
+    V8_REQUIRE(n > 0 && k > 0 && k % V8_QK_K == 0, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(parts >= 1 && parts <= V8_MAX_WORKERS, V8_ERR_BAD_THREADING);
+    size_t need = v8_ql_split_k_scratch_bytes(n, k, parts);
+    V8_REQUIRE(need > 0 && scratch_bytes >= need, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(((uintptr_t)scratch & 3u) == 0, V8_ERR_BAD_DIMENSION);
+
+    ql_split_job s;
+    s.rows = ql_rows_for(QL_Q4K, use_ref);
+    s.nb = k / V8_QK_K;
+    s.a = (const v8_block_q8_k *)scratch;
+    s.partials = (float *)((uint8_t *)scratch + v8_ql_gemv_scratch_bytes(k));
+    s.w = (const uint8_t *)w;
+    s.n = n;
+    s.parts = parts;
+    s.chunk = (s.nb + parts - 1) / parts;
+    s.row_bytes = (size_t)s.nb * sizeof(v8_block_q4_k);
+    s.row_tile = 64;
+    s.n_row_tiles = (n + s.row_tile - 1) / s.row_tile;
+    (void)v8_quantize_q8_k(x, scratch, 1, k);
+    if (pool == NULL) {
+        for (int64_t c = 0; c < parts; ++c) {
+            ql_split_piece(&s, c, 0, n);
+        }
+    } else {
+        v8_status st = v8_parallel_for(pool, s.n_row_tiles * parts, ql_split_task, &s);
+        V8_REQUIRE(st == V8_OK, st);
+    }
+    /* merge: fp32, ascending chunk order, starting from chunk 0's partial */
+    for (int64_t r = 0; r < n; ++r) {
+        float acc = s.partials[r];
+        for (int64_t c = 1; c < parts; ++c) {
+            acc += s.partials[c * n + r];
+        }
+        y[r] = bias != NULL ? acc + bias[r] : acc;
+    }
+    return V8_OK;
+}
+
+v8_status v8_q4_k_gemv_split_k_ref(int contract, float *y, const void *w, const float *x,
+                                   const float *bias, int64_t n, int64_t k, int64_t parts,
+                                   void *scratch, size_t scratch_bytes) {
+    return ql_split_k(NULL, 1, contract, y, w, x, bias, n, k, parts, scratch, scratch_bytes);
+}
+
+v8_status v8_q4_k_gemv_split_k(int contract, float *y, const void *w, const float *x,
+                               const float *bias, int64_t n, int64_t k, int64_t parts,
+                               void *scratch, size_t scratch_bytes) {
+    return ql_split_k(NULL, 0, contract, y, w, x, bias, n, k, parts, scratch, scratch_bytes);
+}
+
+v8_status v8_q4_k_gemv_split_k_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                                 const void *w, const float *x,
+                                                 const float *bias, int64_t n, int64_t k,
+                                                 int64_t parts,
+                                                 void *scratch, size_t scratch_bytes) {
+    V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
+    return ql_split_k(pool, 0, contract, y, w, x, bias, n, k, parts, scratch, scratch_bytes);
+}

@@ -1,0 +1,167 @@
+/* Quantized linear kernels: Q4_K / Q6_K weights times Q8_K activations.
+ *
+ * Block layouts are byte-compatible with ggml (llama.cpp), so weights read
+ * from GGUF files feed these kernels directly.  Every dot product follows a
+ * named numerical contract (see NUMERICS.md, "Quantized linear contracts"):
+ *
+ *   integer part   exact int32 sums per fp32 lane (any evaluation order gives
+ *                  the same integers, so SIMD variants may differ here);
+ *   float part     8 fp32 lanes, one FMA per lane per super-block, super-blocks
+ *                  ascending; Q4_K also 4 fp32 "min" lanes; then a fixed
+ *                  horizontal tree (below).  This is the part that pins bits.
+ *
+ * Lane u (0..7) of a super-block holds the integer sum of the weight*activation
+ * products of the elements whose index within each 32-element group is in
+ * [4u, 4u+4), each group weighted by its scale.  Horizontal tree of the 8
+ * lanes a[0..7]:  r_i = a[i+4] + a[i] (i < 4);  h = (r0 + r2) + (r1 + r3).
+ * Q4_K min lanes m[0..3]:  hm = (m0 + m2) + (m1 + m3);  dot = h + hm.
+ * This is the x86 tree ggml uses for both its AVX2 and AVX-512 builds (the
+ * AVX-512 build of ggml compiles the same 256-bit K-quant dot), so the one
+ * contract covers both production variants.  Bias, when given, is added
+ * after the complete dot (after the split-K merge for the split-K contract).
+ *
+ * API discipline: the contract selector comes first; every size and pointer
+ * is checked before the first write; the activation is quantized to Q8_K into
+ * caller-provided scratch (size from the *_scratch_bytes functions). */
+#ifndef V8_QUANT_H
+#define V8_QUANT_H
+
+#include "v8_runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define V8_QK_K 256
+
+/* Contract selectors (ids in the contract registry, upper-cased). */
+enum {
+    V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER = 1,
+    V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER = 2,
+    V8_QL_Q4_K_X_Q8_K_FP32_SPLIT_K_ASCENDING_MERGE = 3
+};
+
+/* 144 bytes: fp16 super-block scale and min scale, eight 6-bit scales and
+ * eight 6-bit mins packed in 12 bytes, 256 4-bit weights.  Within each
+ * 64-weight half, byte l holds weight l (low nibble) and weight l+32 (high). */
+typedef struct v8_block_q4_k {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qs[V8_QK_K / 2];
+} v8_block_q4_k;
+
+/* 210 bytes: low 4 bits, high 2 bits, 16 int8 scales, fp16 scale;
+ * weight = d * scale * (q - 32) with q in [0, 63]. */
+typedef struct v8_block_q6_k {
+    uint8_t ql[V8_QK_K / 2];
+    uint8_t qh[V8_QK_K / 4];
+    int8_t scales[V8_QK_K / 16];
+    uint16_t d;
+} v8_block_q6_k;
+
+/* 292 bytes: fp32 scale, 256 int8 values, 16 sums of 16 consecutive values. */
+typedef struct v8_block_q8_k {
+    float d;
+    int8_t qs[V8_QK_K];
+    int16_t bsums[V8_QK_K / 16];
+} v8_block_q8_k;
+
+/* ---- quantizers (reference; used for activations and to build models) -- */
+
+/* Q8_K activation quantizer: per block, the signed value of largest
+ * magnitude (first one on ties) sets iscale = -127/max, q = round-half-even
+ * (iscale*x) capped at 127, d = 1/iscale; an all-zero block is all zeros. */
+v8_status v8_quantize_q8_k(const float *x, void *y, int64_t rows, int64_t k);
+/* Weight quantizers, byte-identical to ggml's reference K-quant quantizers
+ * (no importance matrix). */
+v8_status v8_quantize_q4_k_ref(const float *x, void *y, int64_t rows, int64_t k);
+v8_status v8_quantize_q6_k_ref(const float *x, void *y, int64_t rows, int64_t k);
+/* Dequantizers (fp32 products d*scale*q - dmin*min as ggml writes them). */
+v8_status v8_dequantize_q4_k(const void *w, float *x, int64_t rows, int64_t k);
+v8_status v8_dequantize_q6_k(const void *w, float *x, int64_t rows, int64_t k);
+v8_status v8_dequantize_q8_k(const void *a, float *x, int64_t rows, int64_t k);
+
+/* ---- scratch sizes (0 for an invalid k) ------------------------------ */
+
+size_t v8_ql_gemv_scratch_bytes(int64_t k);
+size_t v8_ql_gemm_scratch_bytes(int64_t m, int64_t k);
+size_t v8_ql_split_k_scratch_bytes(int64_t n, int64_t k, int64_t parts);
+
+/* ---- GEMV: y[n] = W[n,k] . x[k] (+ bias[n]) -------------------------- */
+/* w: n rows of k/256 blocks; bias may be NULL. */
+
+v8_status v8_q4_k_gemv_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q4_k_gemv(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+/* Partition: independent_rows (each worker owns whole outputs). */
+v8_status v8_q4_k_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x, const float *bias,
+                                         int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+
+v8_status v8_q6_k_gemv_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q6_k_gemv(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+v8_status v8_q6_k_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x, const float *bias,
+                                         int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+
+/* ---- GEMM: Y[m,n] = X[m,k] . W[n,k]^T (+ bias[n]), token-major ------- */
+
+v8_status v8_q4_k_gemm_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t m, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q4_k_gemm(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t m, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+/* Partition: output_tiles (blocks of weight rows x blocks of tokens); a tile
+ * one token-block tall is the independent_columns partition. */
+v8_status v8_q4_k_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x, const float *bias,
+                                         int64_t m, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+
+v8_status v8_q6_k_gemm_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t m, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q6_k_gemm(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t m, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+v8_status v8_q6_k_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x, const float *bias,
+                                         int64_t m, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+
+/* ---- split-K GEMV (contract q4_k_x_q8_k_fp32_split_k_ascending_merge) --
+ * nb = k/256 super-blocks split into `parts` contiguous chunks of
+ * ceil(nb/parts) super-blocks (the last may be shorter or empty); each
+ * chunk's dot uses the block-order lane tree and yields an fp32 partial;
+ * partials are added in fp32 in ascending chunk order starting from the
+ * first; bias after the merge.  The resolver passes parts = worker count. */
+
+v8_status v8_q4_k_gemv_split_k_ref(int contract, float *y, const void *w, const float *x,
+                                   const float *bias, int64_t n, int64_t k, int64_t parts,
+                                   void *scratch, size_t scratch_bytes);
+v8_status v8_q4_k_gemv_split_k(int contract, float *y, const void *w, const float *x,
+                               const float *bias, int64_t n, int64_t k, int64_t parts,
+                               void *scratch, size_t scratch_bytes);
+/* Partition: split_k (task = rows block x chunk, partials indexed by chunk). */
+v8_status v8_q4_k_gemv_split_k_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                                 const void *w, const float *x,
+                                                 const float *bias, int64_t n, int64_t k,
+                                                 int64_t parts,
+                                                 void *scratch, size_t scratch_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* V8_QUANT_H */

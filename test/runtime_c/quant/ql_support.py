@@ -1,0 +1,307 @@
+"""Shared support for the quantized-linear evidence tests and the benchmark.
+
+Builds the runtime_c/quant provider through cffi, drives ggml's ``mul_mat``
+(the external oracle) through ggml-python, and writes/reads weights through
+real GGUF files.  Numpy arrays are passed to C by pointer; every call's
+status is checked by the caller.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+
+QK_K = 256
+Q4_K_BYTES = 144
+Q6_K_BYTES = 210
+Q8_K_BYTES = 292
+
+CONTRACT_Q4 = "q4_k_x_q8_k_fp32_block_order"
+CONTRACT_Q6 = "q6_k_x_q8_k_fp32_block_order"
+CONTRACT_SPLIT = "q4_k_x_q8_k_fp32_split_k_ascending_merge"
+
+# kernel-map ids (runtime_c/quant/*.kmap.json)
+MAP_Q4_GEMV = "q4_k_x_q8_k_gemv"
+MAP_Q4_GEMM = "q4_k_x_q8_k_gemm"
+MAP_Q6_GEMV = "q6_k_x_q8_k_gemv"
+MAP_Q6_GEMM = "q6_k_x_q8_k_gemm"
+MAP_Q4_SPLIT = "q4_k_x_q8_k_gemv_split_k"
+
+V8_CPU_AVX2, V8_CPU_FMA, V8_CPU_F16C = 1 << 0, 1 << 1, 1 << 2
+AVX2_ONLY = V8_CPU_AVX2 | V8_CPU_FMA | V8_CPU_F16C
+ALL_FEATURES = 0xFFFFFFFF
+ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512"}
+
+QUANT_SOURCES = ("quant/q_formats.c", "quant/q_dot_ref.c", "quant/q_linear.c")
+
+_GEMV = ("int contract, float *y, const void *w, const float *x, const float *bias, "
+         "int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
+_GEMM = ("int contract, float *y, const void *w, const float *x, const float *bias, "
+         "int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
+_SPLIT = ("int contract, float *y, const void *w, const float *x, const float *bias, "
+          "int64_t n, int64_t k, int64_t parts, void *scratch, size_t scratch_bytes")
+
+QUANT_CDEF = f"""
+enum {{ V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER = 1, V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER = 2,
+        V8_QL_Q4_K_X_Q8_K_FP32_SPLIT_K_ASCENDING_MERGE = 3 }};
+v8_status v8_quantize_q8_k(const float *x, void *y, int64_t rows, int64_t k);
+v8_status v8_quantize_q4_k_ref(const float *x, void *y, int64_t rows, int64_t k);
+v8_status v8_quantize_q6_k_ref(const float *x, void *y, int64_t rows, int64_t k);
+v8_status v8_dequantize_q4_k(const void *w, float *x, int64_t rows, int64_t k);
+v8_status v8_dequantize_q6_k(const void *w, float *x, int64_t rows, int64_t k);
+v8_status v8_dequantize_q8_k(const void *a, float *x, int64_t rows, int64_t k);
+size_t v8_ql_gemv_scratch_bytes(int64_t k);
+size_t v8_ql_gemm_scratch_bytes(int64_t m, int64_t k);
+size_t v8_ql_split_k_scratch_bytes(int64_t n, int64_t k, int64_t parts);
+"""
+for _fmt in ("q4_k", "q6_k"):
+    QUANT_CDEF += f"""
+v8_status v8_{_fmt}_gemv_ref({_GEMV});
+v8_status v8_{_fmt}_gemv({_GEMV});
+v8_status v8_{_fmt}_gemv_parallel_dispatch(v8_threadpool *pool, {_GEMV});
+v8_status v8_{_fmt}_gemm_ref({_GEMM});
+v8_status v8_{_fmt}_gemm({_GEMM});
+v8_status v8_{_fmt}_gemm_parallel_dispatch(v8_threadpool *pool, {_GEMM});
+"""
+QUANT_CDEF += f"""
+v8_status v8_q4_k_gemv_split_k_ref({_SPLIT});
+v8_status v8_q4_k_gemv_split_k({_SPLIT});
+v8_status v8_q4_k_gemv_split_k_parallel_dispatch(v8_threadpool *pool, {_SPLIT});
+"""
+
+
+def quant_lib() -> ModuleType:
+    return build(CBuild(name="v8_quant", cdef=RUNTIME_CORE_CDEF + QUANT_CDEF,
+                        source='#include "quant/v8_quant.h"\n',
+                        runtime_sources=RUNTIME_CORE_SOURCES + QUANT_SOURCES))
+
+
+class QL:
+    """Thin typed wrapper over the compiled module (numpy in, numpy out)."""
+
+    def __init__(self) -> None:
+        self.mod = quant_lib()
+        self.ffi: Any = self.mod.ffi
+        self.lib: Any = self.mod.lib
+        self._pools: dict[int, Any] = {}
+
+    def ptr(self, a: np.ndarray | None, ctype: str) -> Any:
+        if a is None:
+            return self.ffi.NULL
+        assert a.flags.c_contiguous
+        return self.ffi.cast(ctype, a.ctypes.data)
+
+    def pool(self, workers: int) -> Any:
+        if workers not in self._pools:
+            p = self.lib.v8_threadpool_create(workers)
+            assert p != self.ffi.NULL
+            self._pools[workers] = p
+        return self._pools[workers]
+
+    def close(self) -> None:
+        for p in self._pools.values():
+            self.lib.v8_threadpool_destroy(p)
+        self._pools.clear()
+
+    # -- quantizers -----------------------------------------------------
+    def quantize(self, fmt: str, x: np.ndarray) -> np.ndarray:
+        rows, k = x.shape
+        per = {"q4_k": Q4_K_BYTES, "q6_k": Q6_K_BYTES, "q8_k": Q8_K_BYTES}[fmt]
+        out = np.zeros((rows, k // QK_K * per), dtype=np.uint8)
+        fn = {"q4_k": self.lib.v8_quantize_q4_k_ref, "q6_k": self.lib.v8_quantize_q6_k_ref,
+              "q8_k": self.lib.v8_quantize_q8_k}[fmt]
+        st = fn(self.ptr(np.ascontiguousarray(x, dtype=np.float32), "float *"),
+                self.ptr(out, "void *"), rows, k)
+        assert st == 0, st
+        return out
+
+    def dequantize_q8_k(self, a: np.ndarray, k: int) -> np.ndarray:
+        rows = a.shape[0]
+        out = np.zeros((rows, k), dtype=np.float32)
+        assert self.lib.v8_dequantize_q8_k(self.ptr(a, "void *"), self.ptr(out, "float *"),
+                                           rows, k) == 0
+        return out
+
+    # -- kernels --------------------------------------------------------
+    def linear(self, fmt: str, variant: str, w: np.ndarray, x: np.ndarray, *,
+               workers: int = 0, bias: np.ndarray | None = None,
+               contract: int | None = None) -> tuple[int, np.ndarray]:
+        """GEMV when x is 1-D, GEMM when x is [m, k]; variant: ref | prod | pool."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        gemv = x.ndim == 1
+        m, k = (1, x.shape[0]) if gemv else x.shape
+        n = w.shape[0]
+        y = np.full((n,) if gemv else (m, n), np.nan, dtype=np.float32)
+        scratch = np.zeros(self.lib.v8_ql_gemm_scratch_bytes(m, k) // 4 + 1, dtype=np.float32)
+        sel = contract if contract is not None else (
+            self.lib.V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER if fmt == "q4_k"
+            else self.lib.V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER)
+        name = f"v8_{fmt}_{'gemv' if gemv else 'gemm'}"
+        suffix = {"ref": "_ref", "prod": "", "pool": "_parallel_dispatch"}[variant]
+        fn = getattr(self.lib, name + suffix)
+        args: list[Any] = [sel, self.ptr(y, "float *"), self.ptr(w, "void *"),
+                           self.ptr(x, "float *"), self.ptr(bias, "float *")]
+        args += [n, k] if gemv else [m, n, k]
+        args += [self.ptr(scratch, "void *"), scratch.nbytes]
+        if variant == "pool":
+            args.insert(0, self.pool(workers))
+        return fn(*args), y
+
+    def split_k(self, variant: str, w: np.ndarray, x: np.ndarray, parts: int, *,
+                workers: int = 0, bias: np.ndarray | None = None) -> tuple[int, np.ndarray]:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        n, k = w.shape[0], x.shape[0]
+        y = np.full((n,), np.nan, dtype=np.float32)
+        scratch = np.zeros(self.lib.v8_ql_split_k_scratch_bytes(n, k, parts) // 4 + 1,
+                           dtype=np.float32)
+        fn = getattr(self.lib, "v8_q4_k_gemv_split_k" +
+                     {"ref": "_ref", "prod": "", "pool": "_parallel_dispatch"}[variant])
+        args: list[Any] = [self.lib.V8_QL_Q4_K_X_Q8_K_FP32_SPLIT_K_ASCENDING_MERGE,
+                           self.ptr(y, "float *"), self.ptr(w, "void *"), self.ptr(x, "float *"),
+                           self.ptr(bias, "float *"), n, k, parts,
+                           self.ptr(scratch, "void *"), scratch.nbytes]
+        if variant == "pool":
+            args.insert(0, self.pool(workers))
+        return fn(*args), y
+
+
+# ---- inputs that expose order -------------------------------------------
+
+def make_weights(n: int, k: int, seed: int) -> np.ndarray:
+    """Normals with per-row magnitudes over ~3 decades and a few 10x outliers."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((n, k), dtype=np.float32)
+    w *= (10.0 ** rng.uniform(-2.0, 1.0, size=(n, 1))).astype(np.float32)
+    w[rng.random((n, k)) < 1e-3] *= 10.0
+    return w
+
+
+def make_activation(k: int, seed: int, m: int | None = None) -> np.ndarray:
+    """Normals whose magnitude varies over ~5 decades along K (so Q8_K block
+    scales and the fp32 lane sums span many binades)."""
+    rng = np.random.default_rng(seed)
+    shape = (k,) if m is None else (m, k)
+    x = rng.standard_normal(shape, dtype=np.float32)
+    x *= (10.0 ** rng.uniform(-3.0, 2.0, size=shape)).astype(np.float32)
+    return x
+
+
+def bitexact(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+    """(matching, total) by bit pattern."""
+    ai = np.ascontiguousarray(a).view(np.uint32)
+    bi = np.ascontiguousarray(b).view(np.uint32)
+    return int(np.count_nonzero(ai == bi)), int(ai.size)
+
+
+def max_abs_err(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+
+
+# ---- ggml (external oracle) ----------------------------------------------
+
+def import_ggml() -> Any | None:
+    try:
+        import ggml  # type: ignore[import-not-found]
+    except Exception:  # noqa: BLE001 - any import failure makes the rung unresolved
+        return None
+    return ggml
+
+
+GGML_TYPES = {"q4_k": "GGML_TYPE_Q4_K", "q6_k": "GGML_TYPE_Q6_K"}
+
+
+@dataclass
+class GgmlLinear:
+    """One ggml context holding W (quantized), X (f32) and the mul_mat graph."""
+
+    ggml: Any
+    fmt: str
+    n: int
+    k: int
+    m: int
+
+    def __post_init__(self) -> None:
+        g = self.ggml
+        qtype = getattr(g, GGML_TYPES[self.fmt])
+        per = Q4_K_BYTES if self.fmt == "q4_k" else Q6_K_BYTES
+        self.w_bytes = self.n * (self.k // QK_K) * per
+        mem = (self.w_bytes + 4 * self.m * self.k + 4 * self.m * self.n
+               + self.m * (self.k // QK_K) * Q8_K_BYTES + (32 << 20))
+        self.ctx = g.ggml_init(g.ggml_init_params(mem_size=mem, mem_buffer=None, no_alloc=False))
+        assert self.ctx is not None
+        self.qtype = qtype
+        self.w = g.ggml_new_tensor_2d(self.ctx, qtype, self.k, self.n)
+        self.x = g.ggml_new_tensor_2d(self.ctx, g.GGML_TYPE_F32, self.k, self.m)
+        self.y = g.ggml_mul_mat(self.ctx, self.w, self.x)
+        self.graph = g.ggml_new_graph(self.ctx)
+        g.ggml_build_forward_expand(self.graph, self.y)
+
+    def quantize(self, w_f32: np.ndarray) -> np.ndarray:
+        """ggml_quantize_chunk of W into the tensor; returns a copy of the bytes."""
+        g = self.ggml
+        src = np.ascontiguousarray(w_f32, dtype=np.float32)
+        g.ggml_quantize_chunk(self.qtype, src.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                              g.ggml_get_data(self.w), 0, self.n, self.k, None)
+        return self.weight_bytes().copy()
+
+    def weight_bytes(self) -> np.ndarray:
+        buf = (ctypes.c_uint8 * self.w_bytes).from_address(self.ggml.ggml_get_data(self.w))
+        return np.frombuffer(buf, dtype=np.uint8).reshape(self.n, -1)
+
+    def set_weights(self, wq: np.ndarray) -> None:
+        assert wq.nbytes == self.w_bytes
+        ctypes.memmove(self.ggml.ggml_get_data(self.w), np.ascontiguousarray(wq).ctypes.data,
+                       self.w_bytes)
+
+    def run(self, x: np.ndarray, threads: int) -> np.ndarray:
+        g = self.ggml
+        xs = np.ascontiguousarray(x, dtype=np.float32).reshape(self.m, self.k)
+        ctypes.memmove(g.ggml_get_data(self.x), xs.ctypes.data, xs.nbytes)
+        g.ggml_graph_compute_with_ctx(self.ctx, self.graph, threads)
+        return self.output()
+
+    def compute(self, threads: int) -> None:
+        self.ggml.ggml_graph_compute_with_ctx(self.ctx, self.graph, threads)
+
+    def output(self) -> np.ndarray:
+        buf = (ctypes.c_float * (self.m * self.n)).from_address(
+            self.ggml.ggml_get_data(self.y))
+        return np.frombuffer(buf, dtype=np.float32).reshape(self.m, self.n).copy()
+
+    def close(self) -> None:
+        if self.ctx is not None:
+            self.ggml.ggml_free(self.ctx)
+            self.ctx = None
+
+
+# ---- GGUF round trip ------------------------------------------------------
+
+def gguf_roundtrip(path: Path, tensors: dict[str, tuple[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Write raw quantized blocks with GGUFWriter, read them back with GGUFReader.
+
+    ``tensors`` maps name -> (format, uint8 array [rows, row_bytes]); returns
+    name -> uint8 array [rows, row_bytes] read from the file (memory-mapped)."""
+    import gguf
+
+    qtypes = {"q4_k": gguf.GGMLQuantizationType.Q4_K, "q6_k": gguf.GGMLQuantizationType.Q6_K}
+    writer = gguf.GGUFWriter(str(path), "v8-quant-test")
+    for name, (fmt, data) in tensors.items():
+        writer.add_tensor(name, data, raw_dtype=qtypes[fmt])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    reader = gguf.GGUFReader(str(path))
+    out: dict[str, np.ndarray] = {}
+    for t in reader.tensors:
+        fmt, data = tensors[t.name]
+        assert t.tensor_type == qtypes[fmt]
+        out[t.name] = np.asarray(t.data).reshape(data.shape)
+    return out
