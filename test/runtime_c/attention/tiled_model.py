@@ -254,3 +254,93 @@ def ggml_flash_attn(case: AttnCase, n_threads: int, pad: int = 256) -> np.ndarra
     finally:
         ggml.ggml_free(ctx)
     return res
+
+
+# ---- the C providers under test (cffi) ------------------------------------------
+
+ATTN_ARGS = """int contract, float *out, const float *q, const void *k, const void *v,
+    int64_t n_q, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+    int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal, float scale,
+    void *scratch, size_t scratch_bytes"""
+
+SELECTORS = {
+    "fp32_llama_regular": 3,
+    "f16_online_single_range": 4,
+    "f16_kv_tiled64_fp32_softmax_fp64_sum_update": 7,
+    "f16_flash_auto_qtile64": 8,
+}
+
+
+def _provider_cdef(prefix: str) -> str:
+    return f"""
+size_t {prefix}_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim, int n_workers);
+v8_status {prefix}_ref({ATTN_ARGS});
+v8_status {prefix}({ATTN_ARGS});
+v8_status {prefix}_parallel_dispatch(v8_threadpool *pool, {ATTN_ARGS});
+"""
+
+
+def build_lib(with_online: bool = False):
+    """Compile runtime core + our attention sources (and the single-range provider
+    the auto composite dispatches to); returns the cffi module."""
+    from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+    sources = list(RUNTIME_CORE_SOURCES) + ["attention/tiled.c"]
+    cdef = RUNTIME_CORE_CDEF + _provider_cdef("v8_attn_tiled")
+    if with_online:
+        sources += ["attention/online.c"]
+        cdef += _provider_cdef("v8_attn_auto") + "int v8_attn_auto_uses_tiled(int64_t n_q, int64_t head_dim);\n"
+    cdef += "v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, void *fn, void *ctx);\n"
+    return build(CBuild(name="v8_attn_tiled_test" + ("_auto" if with_online else ""), cdef=cdef,
+                        source='#include "attention/v8_attention_tiled.h"\n',
+                        runtime_sources=tuple(sources)))
+
+
+class Runner:
+    """Calls one provider's oracle / production / threadpool function on an AttnCase."""
+
+    def __init__(self, mod, prefix: str, contract: str):
+        self.mod, self.ffi, self.lib = mod, mod.ffi, mod.lib
+        self.prefix = prefix
+        self.selector = SELECTORS[contract]
+
+    def _args(self, case: AttnCase, out, workers: int, scratch_override=None):
+        ffi = self.ffi
+        nbytes = getattr(self.lib, self.prefix + "_scratch_bytes")(
+            case.n_q, case.n_head, case.head_dim, workers)
+        scratch = ffi.new("char[]", max(int(nbytes), 1))
+        keep = [scratch, case]
+        args = [self.selector, ffi.cast("float *", ffi.from_buffer(out)),
+                ffi.cast("const float *", ffi.from_buffer(case.q)),
+                ffi.cast("const void *", ffi.from_buffer(case.k16)),
+                ffi.cast("const void *", ffi.from_buffer(case.v16)),
+                case.n_q, case.n_head, case.n_head_kv, case.head_dim, case.kv_len, case.capacity,
+                case.q_pos0, int(case.causal), case.scale, scratch, int(nbytes)]
+        return args, keep
+
+    def run(self, kind: str, case: AttnCase, workers: int = 1, pool=None, selector=None):
+        out = np.full(case.q.shape, np.nan, F32)
+        args, keep = self._args(case, out, workers)
+        if selector is not None:
+            args[0] = selector
+        if kind == "ref":
+            st = getattr(self.lib, self.prefix + "_ref")(*args)
+        elif kind == "prod":
+            st = getattr(self.lib, self.prefix)(*args)
+        else:
+            st = getattr(self.lib, self.prefix + "_parallel_dispatch")(pool, *args)
+        del keep
+        return st, out
+
+
+def bits_equal(a, b) -> bool:
+    return a.shape == b.shape and np.array_equal(np.asarray(a, F32).view(np.uint32),
+                                                 np.asarray(b, F32).view(np.uint32))
+
+
+def mismatch(a, b):
+    """(number of differing elements, max abs error) between two float32 arrays."""
+    a = np.asarray(a, F32)
+    b = np.asarray(b, F32)
+    diff = a.view(np.uint32) != b.view(np.uint32)
+    err = float(np.max(np.abs(a.astype(F64) - b.astype(F64)))) if a.size else 0.0
+    return int(diff.sum()), err

@@ -1,0 +1,736 @@
+/* Provider attn_tiled64: contract f16_kv_tiled64_fp32_softmax_fp64_sum_update
+ * (see v8_attention_tiled.h for the arithmetic), and the auto composite
+ * f16_flash_auto_qtile64.
+ *
+ * The oracle walks one query row at a time through the 64-key tiles, exactly
+ * as the contract reads.  The production kernels keep a 64-row query block in
+ * SIMD lanes (lane = query row) so that every per-row quantity - the score
+ * chain over d, the running max, the rescale, the 16-key sum tree and the
+ * P.V chain over keys - is one vertical vector operation with no horizontal
+ * step; each lane performs exactly the oracle's operation sequence, which is
+ * why production and oracle agree bit for bit on every ISA. */
+#include <math.h>
+#include <string.h>
+
+#include <immintrin.h>
+
+#include "v8_attention_tiled.h"
+
+#define TQ V8_ATTN_TILE_Q
+#define TKV V8_ATTN_TILE_KV
+
+/* ---- scalar pieces of the contract ---------------------------------------- */
+
+/* ggml_v_expf (AVX-512 form) for one value: n = round(x / ln 2) by the 1.5*2^23
+ * shift, two-step Cody-Waite reduction, polynomial j ~ exp(b) including the
+ * leading 1, then j * 2^n with a single rounding (vscalefps).  |n| > 192 gives
+ * 0 (n <= 0) or +inf. */
+static float exp16_scalar(float x) {
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                              fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (fabsf(n) > 192.0f) {
+        return n <= 0.0f ? 0.0f : INFINITY;
+    }
+    /* j * 2^n is exact in double (|n| <= 192), so the narrowing is the one rounding */
+    return (float)((double)j * ldexp(1.0, (int)n));
+}
+
+/* The 16-lane tree of _mm512_reduce_add_ps (GCC's avx512fintrin.h). */
+static float tree16(const float *p) {
+    float a[8], b[4];
+    for (int i = 0; i < 8; ++i) {
+        a[i] = p[i + 8] + p[i];
+    }
+    for (int i = 0; i < 4; ++i) {
+        b[i] = a[i + 4] + a[i];
+    }
+    return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+static v8_status tiled_check(const v8_attn_args *a) {
+    V8_REQUIRE(a->contract == V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE,
+               V8_ERR_UNKNOWN_SELECTOR);
+    return v8_attn_check_shape(a);
+}
+
+static v8_attn_args pack_args(V8_ATTN_ARGS_DECL) {
+    v8_attn_args a = {contract, out, q, k, v, n_q, n_head, n_head_kv, head_dim,
+                      kv_len, kv_capacity, q_pos0, causal, scale, scratch, scratch_bytes};
+    return a;
+}
+
+/* ---- oracle ----------------------------------------------------------------- */
+
+/* One query row of one head: keys [0, kv_end) visible. */
+static void tiled_row_ref(const float *qrow, const uint16_t *kh, const uint16_t *vh,
+                          int64_t D, int64_t kv_end, float scale, float *out_row) {
+    float A[V8_ATTN_MAX_HEAD_DIM];
+    float s[TKV], p[TKV];
+    float M = -INFINITY;
+    float S = 0.0f;
+    memset(A, 0, sizeof(float) * (size_t)D);
+
+    for (int64_t t0 = 0; t0 < kv_end; t0 += TKV) {
+        /* scores; keys past the row's end are hidden (-inf) */
+        for (int j = 0; j < TKV; ++j) {
+            const int64_t key = t0 + j;
+            if (key < kv_end) {
+                const uint16_t *kr = kh + key * D;
+                float acc = 0.0f;
+                for (int64_t d = 0; d < D; ++d) {
+                    acc = fmaf(qrow[d], v8_f16_to_f32(kr[d]), acc);
+                }
+                s[j] = acc * scale;
+            } else {
+                s[j] = -INFINITY;
+            }
+        }
+        float tmax = -INFINITY;
+        for (int j = 0; j < TKV; ++j) {
+            tmax = tmax > s[j] ? tmax : s[j];
+        }
+        if (tmax == -INFINITY) {
+            continue; /* nothing visible in this tile: the row is untouched */
+        }
+        const float Mn = fmaxf(M, tmax);
+        if (Mn > M) {
+            const float ms = expf(M - Mn);
+            for (int64_t d = 0; d < D; ++d) {
+                A[d] *= ms;
+            }
+            S *= ms;
+        }
+        M = Mn;
+        double tsum = 0.0;
+        for (int g = 0; g < TKV / 16; ++g) {
+            for (int j = 16 * g; j < 16 * g + 16; ++j) {
+                p[j] = exp16_scalar(s[j] - M);
+            }
+            tsum += (double)tree16(p + 16 * g);
+        }
+        S = (float)((double)S + tsum);
+        for (int64_t d = 0; d < D; ++d) {
+            float acc = A[d];
+            for (int j = 0; j < TKV; ++j) {
+                const int64_t key = t0 + j;
+                const float vv = key < kv_end ? v8_f16_to_f32(vh[key * D + d]) : 0.0f;
+                acc = fmaf(p[j], vv, acc);
+            }
+            A[d] = acc;
+        }
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int64_t d = 0; d < D; ++d) {
+        out_row[d] = A[d] * inv;
+    }
+}
+
+static void tiled_task_ref(const v8_attn_args *a, int64_t h, int64_t r0, int64_t nr) {
+    const int64_t D = a->head_dim;
+    const int64_t g = h / (a->n_head / a->n_head_kv);
+    const uint16_t *kh = (const uint16_t *)a->k + g * a->kv_capacity * D;
+    const uint16_t *vh = (const uint16_t *)a->v + g * a->kv_capacity * D;
+    for (int64_t i = r0; i < r0 + nr; ++i) {
+        tiled_row_ref(a->q + (i * a->n_head + h) * D, kh, vh, D, v8_attn_row_kv_end(a, i),
+                      a->scale, a->out + (i * a->n_head + h) * D);
+    }
+}
+
+v8_status v8_attn_tiled_ref(V8_ATTN_ARGS_DECL) {
+    const v8_attn_args a = pack_args(contract, out, q, k, v, n_q, n_head, n_head_kv, head_dim,
+                                     kv_len, kv_capacity, q_pos0, causal, scale, scratch,
+                                     scratch_bytes);
+    v8_status st = tiled_check(&a);
+    if (st != V8_OK) {
+        return st;
+    }
+    /* Heads, then 64-row query blocks, then rows: the blocking has no
+     * numerical effect (every row is independent), it mirrors the kernel. */
+    for (int64_t h = 0; h < n_head; ++h) {
+        for (int64_t r0 = 0; r0 < n_q; r0 += TQ) {
+            tiled_task_ref(&a, h, r0, n_q - r0 < TQ ? n_q - r0 : TQ);
+        }
+    }
+    return V8_OK;
+}
+
+/* ---- production: per-worker scratch -------------------------------------- */
+
+/* Floats of one worker's slice: Qt [D][64], Kf [64][D], Vf [64][D],
+ * P [64 keys][64 rows], At [D][64], M, S, inv [64], tsum [64] doubles. */
+static size_t tiled_worker_floats(int64_t D) {
+    return (size_t)(4 * D * TQ + TKV * TQ + 3 * TQ + 2 * TQ + 16);
+}
+
+size_t v8_attn_tiled_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
+                                   int n_workers) {
+    (void)n_q;
+    (void)n_head;
+    if (head_dim < 1 || n_workers < 1) {
+        return 0;
+    }
+    return (size_t)n_workers * tiled_worker_floats(head_dim) * sizeof(float) + 64;
+}
+
+typedef struct tiled_ws {
+    float *Qt, *Kf, *Vf, *P, *At, *M, *S, *inv;
+    double *tsum;
+} tiled_ws;
+
+static tiled_ws tiled_slice(const v8_attn_args *a, int worker) {
+    uintptr_t base = ((uintptr_t)a->scratch + 63) & ~(uintptr_t)63;
+    const int64_t D = a->head_dim;
+    float *f = (float *)base + (size_t)worker * tiled_worker_floats(D);
+    tiled_ws w;
+    w.Qt = f;
+    w.Kf = w.Qt + D * TQ;
+    w.Vf = w.Kf + D * TKV;
+    w.P = w.Vf + D * TKV;
+    w.At = w.P + TKV * TQ;
+    w.M = w.At + D * TQ;
+    w.S = w.M + TQ;
+    w.inv = w.S + TQ;
+    w.tsum = (double *)(w.inv + TQ + 16); /* 64-byte aligned: all blocks are multiples of 16 floats */
+    return w;
+}
+
+/* Shared, ISA-neutral parts of a production task. */
+static void task_load_q(const v8_attn_args *a, const tiled_ws *w, int64_t h, int64_t r0,
+                        int64_t nr) {
+    const int64_t D = a->head_dim;
+    for (int64_t d = 0; d < D; ++d) {
+        for (int64_t r = 0; r < TQ; ++r) {
+            w->Qt[d * TQ + r] = r < nr ? a->q[((r0 + r) * a->n_head + h) * D + d] : 0.0f;
+        }
+    }
+    memset(w->At, 0, sizeof(float) * (size_t)(D * TQ));
+    for (int r = 0; r < TQ; ++r) {
+        w->M[r] = -INFINITY;
+        w->S[r] = 0.0f;
+    }
+}
+
+
+static void task_store(const v8_attn_args *a, const tiled_ws *w, int64_t h, int64_t r0,
+                       int64_t nr) {
+    const int64_t D = a->head_dim;
+    for (int64_t r = 0; r < nr; ++r) {
+        const float S = w->S[r];
+        w->inv[r] = S == 0.0f ? 0.0f : 1.0f / S;
+    }
+    for (int64_t r = 0; r < nr; ++r) {
+        float *o = a->out + ((r0 + r) * a->n_head + h) * D;
+        const float inv = w->inv[r];
+        for (int64_t d = 0; d < D; ++d) {
+            o[d] = w->At[d * TQ + r] * inv;
+        }
+    }
+}
+
+/* The rescale factor uses the C library's expf per row, as the contract says. */
+static float rescale_factor(float Mold, float Mnew) {
+    return Mold == -INFINITY ? 0.0f : expf(Mold - Mnew);
+}
+
+/* ---- production: AVX-512 ------------------------------------------------- */
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+
+static inline __m512 exp16_avx512(__m512 x) {
+    const __m512 r = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+    const __m512 n = _mm512_sub_ps(z, r);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b,
+                                        _mm512_set1_ps(0x1.573e2ep-5f)),
+                        u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b,
+                                        _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    const __m512 res = _mm512_scalef_ps(j, n);
+    if (!big) {
+        return res;
+    }
+    const __m512 alt = _mm512_mask_blend_ps(
+        _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ), _mm512_set1_ps(INFINITY),
+        _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(big, res, alt);
+}
+
+static void widen_rows_avx512(const uint16_t *src, float *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+    }
+    for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    }
+}
+
+static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t h, int64_t r0,
+                              int64_t nr) {
+    const int64_t D = a->head_dim;
+    const int64_t g = h / (a->n_head / a->n_head_kv);
+    const uint16_t *kh = (const uint16_t *)a->k + g * a->kv_capacity * D;
+    const uint16_t *vh = (const uint16_t *)a->v + g * a->kv_capacity * D;
+    const float *Qt = w->Qt;
+    float *Kf = w->Kf, *Vf = w->Vf, *P = w->P, *At = w->At, *M = w->M, *S = w->S;
+    double *tsum = w->tsum;
+
+    task_load_q(a, w, h, r0, nr);
+
+    /* per-lane end of the visible key range (rows past nr see nothing) */
+    int32_t endv[TQ];
+    for (int r = 0; r < TQ; ++r) {
+        endv[r] = r < nr ? (int32_t)v8_attn_row_kv_end(a, r0 + r) : 0;
+    }
+    const int64_t kv_stop = a->causal ? a->q_pos0 + r0 + nr : a->kv_len;
+    const __m512 vscale = _mm512_set1_ps(a->scale);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+
+    for (int64_t t0 = 0; t0 < kv_stop; t0 += TKV) {
+        const int64_t nk = kv_stop - t0 < TKV ? kv_stop - t0 : TKV; /* keys anyone sees */
+        const int64_t nkc = (nk + 15) & ~(int64_t)15;               /* whole 16-key groups */
+        widen_rows_avx512(kh + t0 * D, Kf, nk * D);
+        widen_rows_avx512(vh + t0 * D, Vf, nk * D);
+        memset(Kf + nk * D, 0, sizeof(float) * (size_t)((nkc - nk) * D));
+        memset(Vf + nk * D, 0, sizeof(float) * (size_t)((nkc - nk) * D));
+
+        /* scores: P[j][r] = fma chain over d of Qt[d][r] * K[j][d], four keys x 64 rows */
+        for (int64_t j = 0; j < nkc; j += 4) {
+            __m512 acc[4][4];
+            for (int jj = 0; jj < 4; ++jj) {
+                for (int rv = 0; rv < 4; ++rv) {
+                    acc[jj][rv] = _mm512_setzero_ps();
+                }
+            }
+            const float *k0 = Kf + j * D;
+            for (int64_t d = 0; d < D; ++d) {
+                const __m512 q0 = _mm512_loadu_ps(Qt + d * TQ);
+                const __m512 q1 = _mm512_loadu_ps(Qt + d * TQ + 16);
+                const __m512 q2 = _mm512_loadu_ps(Qt + d * TQ + 32);
+                const __m512 q3 = _mm512_loadu_ps(Qt + d * TQ + 48);
+                for (int jj = 0; jj < 4; ++jj) {
+                    const __m512 kb = _mm512_set1_ps(k0[jj * D + d]);
+                    acc[jj][0] = _mm512_fmadd_ps(q0, kb, acc[jj][0]);
+                    acc[jj][1] = _mm512_fmadd_ps(q1, kb, acc[jj][1]);
+                    acc[jj][2] = _mm512_fmadd_ps(q2, kb, acc[jj][2]);
+                    acc[jj][3] = _mm512_fmadd_ps(q3, kb, acc[jj][3]);
+                }
+            }
+            for (int jj = 0; jj < 4; ++jj) {
+                const __m512i key = _mm512_set1_epi32((int32_t)(t0 + j + jj));
+                for (int rv = 0; rv < 4; ++rv) {
+                    const __m512i e = _mm512_loadu_si512((const void *)(endv + 16 * rv));
+                    const __mmask16 vis = _mm512_cmp_epi32_mask(key, e, _MM_CMPINT_LT);
+                    const __m512 sc = _mm512_mul_ps(acc[jj][rv], vscale);
+                    _mm512_storeu_ps(P + (j + jj) * TQ + 16 * rv, _mm512_mask_blend_ps(vis, ninf, sc));
+                }
+            }
+        }
+
+        for (int rv = 0; rv < 4; ++rv) {
+            /* running max, rescale, probabilities and the fp64 sum update, 16 rows per vector */
+            __m512 tmax = ninf;
+            for (int64_t j = 0; j < nkc; ++j) {
+                tmax = _mm512_max_ps(tmax, _mm512_loadu_ps(P + j * TQ + 16 * rv));
+            }
+            const __m512 Mold = _mm512_loadu_ps(M + 16 * rv);
+            const __mmask16 live = _mm512_cmp_ps_mask(tmax, ninf, _CMP_NEQ_OQ);
+            const __m512 Mnew = _mm512_mask_blend_ps(live, Mold, _mm512_max_ps(Mold, tmax));
+            const __mmask16 grow = _mm512_cmp_ps_mask(Mnew, Mold, _CMP_GT_OQ);
+            if (grow) {
+                float ms[16];
+                float mo[16], mn[16];
+                _mm512_storeu_ps(mo, Mold);
+                _mm512_storeu_ps(mn, Mnew);
+                for (int l = 0; l < 16; ++l) {
+                    ms[l] = (grow >> l) & 1 ? rescale_factor(mo[l], mn[l]) : 1.0f;
+                }
+                const __m512 vms = _mm512_loadu_ps(ms);
+                for (int64_t d = 0; d < D; ++d) {
+                    float *ap = At + d * TQ + 16 * rv;
+                    _mm512_storeu_ps(ap, _mm512_mul_ps(_mm512_loadu_ps(ap), vms));
+                }
+                _mm512_storeu_ps(S + 16 * rv, _mm512_mul_ps(_mm512_loadu_ps(S + 16 * rv), vms));
+            }
+            _mm512_storeu_ps(M + 16 * rv, Mnew);
+            __m512d ts0 = _mm512_setzero_pd(), ts1 = _mm512_setzero_pd();
+            for (int64_t j0 = 0; j0 < nkc; j0 += 16) {
+                __m512 pv[16];
+                for (int l = 0; l < 16; ++l) {
+                    float *pp = P + (j0 + l) * TQ + 16 * rv;
+                    const __m512 e = exp16_avx512(_mm512_sub_ps(_mm512_loadu_ps(pp), Mnew));
+                    pv[l] = _mm512_maskz_mov_ps(live, e); /* a row that sees nothing adds nothing */
+                    _mm512_storeu_ps(pp, pv[l]);
+                }
+                __m512 a8[8], b4[4];
+                for (int l = 0; l < 8; ++l) {
+                    a8[l] = _mm512_add_ps(pv[l + 8], pv[l]);
+                }
+                for (int l = 0; l < 4; ++l) {
+                    b4[l] = _mm512_add_ps(a8[l + 4], a8[l]);
+                }
+                const __m512 t = _mm512_add_ps(_mm512_add_ps(b4[0], b4[2]), _mm512_add_ps(b4[1], b4[3]));
+                ts0 = _mm512_add_pd(ts0, _mm512_cvtps_pd(_mm512_castps512_ps256(t)));
+                ts1 = _mm512_add_pd(ts1, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                                 _mm512_extractf64x4_pd(_mm512_castps_pd(t), 1))));
+            }
+            _mm512_storeu_pd(tsum + 16 * rv, ts0);
+            _mm512_storeu_pd(tsum + 16 * rv + 8, ts1);
+            const __m512 Sold = _mm512_loadu_ps(S + 16 * rv);
+            const __m256 s_lo = _mm512_cvtpd_ps(_mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(Sold)), ts0));
+            const __m256 s_hi = _mm512_cvtpd_ps(_mm512_add_pd(
+                _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(Sold), 1))), ts1));
+            const __m512 Snew = _mm512_castpd_ps(_mm512_insertf64x4(
+                _mm512_castpd256_pd512(_mm256_castps_pd(s_lo)), _mm256_castps_pd(s_hi), 1));
+            _mm512_storeu_ps(S + 16 * rv, _mm512_mask_blend_ps(live, Sold, Snew));
+        }
+
+        /* values: At[d][r] = fma chain over keys of P[j][r] * V[j][d], from At */
+        for (int64_t d = 0; d < D; d += 4) {
+            __m512 acc[4][4];
+            for (int dd = 0; dd < 4; ++dd) {
+                for (int rv = 0; rv < 4; ++rv) {
+                    acc[dd][rv] = _mm512_loadu_ps(At + (d + dd) * TQ + 16 * rv);
+                }
+            }
+            for (int64_t j = 0; j < nkc; ++j) {
+                const __m512 p0 = _mm512_loadu_ps(P + j * TQ);
+                const __m512 p1 = _mm512_loadu_ps(P + j * TQ + 16);
+                const __m512 p2 = _mm512_loadu_ps(P + j * TQ + 32);
+                const __m512 p3 = _mm512_loadu_ps(P + j * TQ + 48);
+                const float *vr = Vf + j * D + d;
+                for (int dd = 0; dd < 4; ++dd) {
+                    const __m512 vb = _mm512_set1_ps(vr[dd]);
+                    acc[dd][0] = _mm512_fmadd_ps(p0, vb, acc[dd][0]);
+                    acc[dd][1] = _mm512_fmadd_ps(p1, vb, acc[dd][1]);
+                    acc[dd][2] = _mm512_fmadd_ps(p2, vb, acc[dd][2]);
+                    acc[dd][3] = _mm512_fmadd_ps(p3, vb, acc[dd][3]);
+                }
+            }
+            for (int dd = 0; dd < 4; ++dd) {
+                for (int rv = 0; rv < 4; ++rv) {
+                    _mm512_storeu_ps(At + (d + dd) * TQ + 16 * rv, acc[dd][rv]);
+                }
+            }
+        }
+    }
+    task_store(a, w, h, r0, nr);
+}
+
+#pragma GCC pop_options
+
+/* ---- production: AVX2 + FMA + F16C --------------------------------------- */
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+static inline __m256 pow2_avx2(__m256 n) {
+    const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+}
+
+/* The same exp16 as the AVX-512 form; vscalefps is replaced by multiplications
+ * by powers of two that are exact except for the last, so the single rounding
+ * (including into the subnormal range) is the one vscalefps makes. */
+static inline __m256 exp16_avx2(__m256 x) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b,
+                                        _mm256_set1_ps(0x1.573e2ep-5f)),
+                        u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b,
+                                        _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    const __m256 lo = _mm256_cmp_ps(n, _mm256_set1_ps(-126.0f), _CMP_LT_OQ);
+    const __m256 hi = _mm256_cmp_ps(n, _mm256_set1_ps(127.0f), _CMP_GT_OQ);
+    if (!_mm256_movemask_ps(_mm256_or_ps(lo, hi))) {
+        return _mm256_mul_ps(j, pow2_avx2(n));
+    }
+    const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 big = _mm256_cmp_ps(absn, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    /* n in [-192, -127]: (j * 2^(n+100)) * 2^-100; n in [128, 192]: (j * 2^(n-100)) * 2^100 */
+    __m256 n1 = _mm256_blendv_ps(n, _mm256_add_ps(n, _mm256_set1_ps(100.0f)), lo);
+    n1 = _mm256_blendv_ps(n1, _mm256_sub_ps(n, _mm256_set1_ps(100.0f)), hi);
+    n1 = _mm256_blendv_ps(n1, _mm256_setzero_ps(), big);
+    __m256 f2 = _mm256_set1_ps(1.0f);
+    f2 = _mm256_blendv_ps(f2, _mm256_set1_ps(0x1p-100f), lo);
+    f2 = _mm256_blendv_ps(f2, _mm256_set1_ps(0x1p100f), hi);
+    const __m256 res = _mm256_mul_ps(_mm256_mul_ps(j, pow2_avx2(n1)), f2);
+    const __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
+                                        _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ));
+    return _mm256_blendv_ps(res, alt, big);
+}
+
+static void widen_rows_avx2(const uint16_t *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    }
+}
+
+static void tiled_task_avx2(const v8_attn_args *a, const tiled_ws *w, int64_t h, int64_t r0,
+                            int64_t nr) {
+    const int64_t D = a->head_dim;
+    const int64_t g = h / (a->n_head / a->n_head_kv);
+    const uint16_t *kh = (const uint16_t *)a->k + g * a->kv_capacity * D;
+    const uint16_t *vh = (const uint16_t *)a->v + g * a->kv_capacity * D;
+    const float *Qt = w->Qt;
+    float *Kf = w->Kf, *Vf = w->Vf, *P = w->P, *At = w->At, *M = w->M, *S = w->S;
+    double *tsum = w->tsum;
+
+    task_load_q(a, w, h, r0, nr);
+    int32_t endv[TQ];
+    for (int r = 0; r < TQ; ++r) {
+        endv[r] = r < nr ? (int32_t)v8_attn_row_kv_end(a, r0 + r) : 0;
+    }
+    /* row vectors that hold real rows (8 lanes each) */
+    const int nrv = (int)((nr + 7) / 8);
+    const int64_t kv_stop = a->causal ? a->q_pos0 + r0 + nr : a->kv_len;
+    const __m256 vscale = _mm256_set1_ps(a->scale);
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+
+    for (int64_t t0 = 0; t0 < kv_stop; t0 += TKV) {
+        const int64_t nk = kv_stop - t0 < TKV ? kv_stop - t0 : TKV;
+        const int64_t nkc = (nk + 15) & ~(int64_t)15;
+        widen_rows_avx2(kh + t0 * D, Kf, nk * D);
+        widen_rows_avx2(vh + t0 * D, Vf, nk * D);
+        memset(Kf + nk * D, 0, sizeof(float) * (size_t)((nkc - nk) * D));
+        memset(Vf + nk * D, 0, sizeof(float) * (size_t)((nkc - nk) * D));
+
+        /* scores, two keys x 32 rows per block */
+        for (int rh = 0; rh < 2; ++rh) {
+            if (rh * 4 >= nrv) {
+                break;
+            }
+            const float *qb = Qt + 32 * rh;
+            for (int64_t j = 0; j < nkc; j += 2) {
+                __m256 acc[2][4];
+                for (int jj = 0; jj < 2; ++jj) {
+                    for (int rv = 0; rv < 4; ++rv) {
+                        acc[jj][rv] = _mm256_setzero_ps();
+                    }
+                }
+                const float *k0 = Kf + j * D;
+                for (int64_t d = 0; d < D; ++d) {
+                    const __m256 q0 = _mm256_loadu_ps(qb + d * TQ);
+                    const __m256 q1 = _mm256_loadu_ps(qb + d * TQ + 8);
+                    const __m256 q2 = _mm256_loadu_ps(qb + d * TQ + 16);
+                    const __m256 q3 = _mm256_loadu_ps(qb + d * TQ + 24);
+                    for (int jj = 0; jj < 2; ++jj) {
+                        const __m256 kb = _mm256_broadcast_ss(k0 + jj * D + d);
+                        acc[jj][0] = _mm256_fmadd_ps(q0, kb, acc[jj][0]);
+                        acc[jj][1] = _mm256_fmadd_ps(q1, kb, acc[jj][1]);
+                        acc[jj][2] = _mm256_fmadd_ps(q2, kb, acc[jj][2]);
+                        acc[jj][3] = _mm256_fmadd_ps(q3, kb, acc[jj][3]);
+                    }
+                }
+                for (int jj = 0; jj < 2; ++jj) {
+                    const __m256i key = _mm256_set1_epi32((int32_t)(t0 + j + jj));
+                    for (int rv = 0; rv < 4; ++rv) {
+                        const __m256i e = _mm256_loadu_si256((const __m256i *)(endv + 32 * rh + 8 * rv));
+                        const __m256 vis = _mm256_castsi256_ps(_mm256_cmpgt_epi32(e, key));
+                        const __m256 sc = _mm256_mul_ps(acc[jj][rv], vscale);
+                        _mm256_storeu_ps(P + (j + jj) * TQ + 32 * rh + 8 * rv,
+                                         _mm256_blendv_ps(ninf, sc, vis));
+                    }
+                }
+            }
+        }
+        if (nrv <= 4) {
+            /* rows 32..63 hold no real row: they see nothing */
+            for (int64_t j = 0; j < nkc; ++j) {
+                for (int rv = 4; rv < 8; ++rv) {
+                    _mm256_storeu_ps(P + j * TQ + 8 * rv, ninf);
+                }
+            }
+        }
+
+        for (int rv = 0; rv < 8; ++rv) {
+            __m256 tmax = ninf;
+            for (int64_t j = 0; j < nkc; ++j) {
+                tmax = _mm256_max_ps(tmax, _mm256_loadu_ps(P + j * TQ + 8 * rv));
+            }
+            const __m256 Mold = _mm256_loadu_ps(M + 8 * rv);
+            const __m256 live = _mm256_cmp_ps(tmax, ninf, _CMP_NEQ_OQ);
+            const __m256 Mnew = _mm256_blendv_ps(Mold, _mm256_max_ps(Mold, tmax), live);
+            const int grow = _mm256_movemask_ps(_mm256_cmp_ps(Mnew, Mold, _CMP_GT_OQ));
+            if (grow) {
+                float ms[8], mo[8], mn[8];
+                _mm256_storeu_ps(mo, Mold);
+                _mm256_storeu_ps(mn, Mnew);
+                for (int l = 0; l < 8; ++l) {
+                    ms[l] = (grow >> l) & 1 ? rescale_factor(mo[l], mn[l]) : 1.0f;
+                }
+                const __m256 vms = _mm256_loadu_ps(ms);
+                for (int64_t d = 0; d < D; ++d) {
+                    float *ap = At + d * TQ + 8 * rv;
+                    _mm256_storeu_ps(ap, _mm256_mul_ps(_mm256_loadu_ps(ap), vms));
+                }
+                _mm256_storeu_ps(S + 8 * rv, _mm256_mul_ps(_mm256_loadu_ps(S + 8 * rv), vms));
+            }
+            _mm256_storeu_ps(M + 8 * rv, Mnew);
+            if (!_mm256_movemask_ps(live)) {
+                /* no row of this vector sees the tile: zero probabilities, state untouched */
+                for (int64_t j = 0; j < nkc; ++j) {
+                    _mm256_storeu_ps(P + j * TQ + 8 * rv, _mm256_setzero_ps());
+                }
+                continue;
+            }
+            __m256d ts0 = _mm256_setzero_pd(), ts1 = _mm256_setzero_pd();
+            for (int64_t j0 = 0; j0 < nkc; j0 += 16) {
+                __m256 pv[16];
+                for (int l = 0; l < 16; ++l) {
+                    float *pp = P + (j0 + l) * TQ + 8 * rv;
+                    const __m256 e = exp16_avx2(_mm256_sub_ps(_mm256_loadu_ps(pp), Mnew));
+                    pv[l] = _mm256_and_ps(e, live);
+                    _mm256_storeu_ps(pp, pv[l]);
+                }
+                __m256 a8[8], b4[4];
+                for (int l = 0; l < 8; ++l) {
+                    a8[l] = _mm256_add_ps(pv[l + 8], pv[l]);
+                }
+                for (int l = 0; l < 4; ++l) {
+                    b4[l] = _mm256_add_ps(a8[l + 4], a8[l]);
+                }
+                const __m256 t = _mm256_add_ps(_mm256_add_ps(b4[0], b4[2]), _mm256_add_ps(b4[1], b4[3]));
+                ts0 = _mm256_add_pd(ts0, _mm256_cvtps_pd(_mm256_castps256_ps128(t)));
+                ts1 = _mm256_add_pd(ts1, _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1)));
+            }
+            _mm256_storeu_pd(tsum + 8 * rv, ts0);
+            _mm256_storeu_pd(tsum + 8 * rv + 4, ts1);
+            const __m256 Sold = _mm256_loadu_ps(S + 8 * rv);
+            const __m128 s_lo = _mm256_cvtpd_ps(_mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(Sold)), ts0));
+            const __m128 s_hi = _mm256_cvtpd_ps(_mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(Sold, 1)), ts1));
+            const __m256 Snew = _mm256_insertf128_ps(_mm256_castps128_ps256(s_lo), s_hi, 1);
+            _mm256_storeu_ps(S + 8 * rv, _mm256_blendv_ps(Sold, Snew, live));
+        }
+
+        /* values, two d x 32 rows per block */
+        for (int rh = 0; rh < 2; ++rh) {
+            if (rh * 4 >= nrv) {
+                break;
+            }
+            for (int64_t d = 0; d < D; d += 2) {
+                __m256 acc[2][4];
+                for (int dd = 0; dd < 2; ++dd) {
+                    for (int rv = 0; rv < 4; ++rv) {
+                        acc[dd][rv] = _mm256_loadu_ps(At + (d + dd) * TQ + 32 * rh + 8 * rv);
+                    }
+                }
+                for (int64_t j = 0; j < nkc; ++j) {
+                    const float *pj = P + j * TQ + 32 * rh;
+                    const __m256 p0 = _mm256_loadu_ps(pj);
+                    const __m256 p1 = _mm256_loadu_ps(pj + 8);
+                    const __m256 p2 = _mm256_loadu_ps(pj + 16);
+                    const __m256 p3 = _mm256_loadu_ps(pj + 24);
+                    const float *vr = Vf + j * D + d;
+                    for (int dd = 0; dd < 2; ++dd) {
+                        const __m256 vb = _mm256_broadcast_ss(vr + dd);
+                        acc[dd][0] = _mm256_fmadd_ps(p0, vb, acc[dd][0]);
+                        acc[dd][1] = _mm256_fmadd_ps(p1, vb, acc[dd][1]);
+                        acc[dd][2] = _mm256_fmadd_ps(p2, vb, acc[dd][2]);
+                        acc[dd][3] = _mm256_fmadd_ps(p3, vb, acc[dd][3]);
+                    }
+                }
+                for (int dd = 0; dd < 2; ++dd) {
+                    for (int rv = 0; rv < 4; ++rv) {
+                        _mm256_storeu_ps(At + (d + dd) * TQ + 32 * rh + 8 * rv, acc[dd][rv]);
+                    }
+                }
+            }
+        }
+    }
+    task_store(a, w, h, r0, nr);
+}
+
+#pragma GCC pop_options
+
+/* ---- production entry points --------------------------------------------- */
+
+typedef void (*tiled_task_fn)(const v8_attn_args *a, const tiled_ws *w, int64_t h, int64_t r0,
+                              int64_t nr);
+
+static void tiled_task_scalar(const v8_attn_args *a, const tiled_ws *w, int64_t h, int64_t r0,
+                              int64_t nr) {
+    (void)w;
+    tiled_task_ref(a, h, r0, nr);
+}
+
+static tiled_task_fn tiled_pick(void) {
+    switch (v8_cpu_best_isa()) {
+    case V8_ISA_AVX512:
+        return tiled_task_avx512;
+    case V8_ISA_AVX2:
+        return tiled_task_avx2;
+    default:
+        return tiled_task_scalar;
+    }
+}
+
+typedef struct tiled_job {
+    const v8_attn_args *a;
+    tiled_task_fn fn;
+    int64_t n_qblocks;
+} tiled_job;
+
+/* task = (head, 64-row query block); disjoint outputs, own scratch slice per worker */
+static void tiled_job_run(void *ctx, int64_t task, int worker) {
+    const tiled_job *job = (const tiled_job *)ctx;
+    const int64_t h = task / job->n_qblocks;
+    const int64_t r0 = (task % job->n_qblocks) * TQ;
+    const int64_t nr = job->a->n_q - r0 < TQ ? job->a->n_q - r0 : TQ;
+    const tiled_ws w = tiled_slice(job->a, worker);
+    job->fn(job->a, &w, h, r0, nr);
+}
+
+v8_status v8_attn_tiled(V8_ATTN_ARGS_DECL) {
+    const v8_attn_args a = pack_args(contract, out, q, k, v, n_q, n_head, n_head_kv, head_dim,
+                                     kv_len, kv_capacity, q_pos0, causal, scale, scratch,
+                                     scratch_bytes);
+    v8_status st = tiled_check(&a);
+    if (st != V8_OK) {
+        return st;
+    }
+    V8_REQUIRE(scratch != NULL, V8_ERR_NULL_ARGUMENT);
+    V8_REQUIRE(scratch_bytes >= v8_attn_tiled_scratch_bytes(n_q, n_head, head_dim, 1),
+               V8_ERR_BAD_DIMENSION);
+    tiled_job job = {&a, tiled_pick(), (n_q + TQ - 1) / TQ};
+    for (int64_t t = 0; t < n_head * job.n_qblocks; ++t) {
+        tiled_job_run(&job, t, 0);
+    }
+    return V8_OK;
+}
+
+v8_status v8_attn_tiled_parallel_dispatch(v8_threadpool *pool, V8_ATTN_ARGS_DECL) {
+    V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
+    const v8_attn_args a = pack_args(contract, out, q, k, v, n_q, n_head, n_head_kv, head_dim,
+                                     kv_len, kv_capacity, q_pos0, causal, scale, scratch,
+                                     scratch_bytes);
+    v8_status st = tiled_check(&a);
+    if (st != V8_OK) {
+        return st;
+    }
+    const int workers = v8_threadpool_workers(pool);
+    V8_REQUIRE(scratch != NULL, V8_ERR_NULL_ARGUMENT);
+    V8_REQUIRE(scratch_bytes >= v8_attn_tiled_scratch_bytes(n_q, n_head, head_dim, workers),
+               V8_ERR_BAD_DIMENSION);
+    tiled_job job = {&a, tiled_pick(), (n_q + TQ - 1) / TQ};
+    return v8_parallel_for(pool, n_head * job.n_qblocks, tiled_job_run, &job);
+}

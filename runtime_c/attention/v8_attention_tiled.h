@@ -1,0 +1,73 @@
+/* v8 attention: tiled prefill, the auto composite and the llama.cpp regular
+ * (non-flash) path.  All functions use the common attention ABI of
+ * v8_attention.h (K/V: fp16 bits, head-major [n_head_kv][kv_capacity][D]).
+ *
+ * Provider attn_tiled64 - contract f16_kv_tiled64_fp32_softmax_fp64_sum_update
+ *   Per (head, query row), keys in tiles of 64 starting at key 0:
+ *     s_j  = fma chain over d ascending (from 0) of q[d] * k_j[d], then s_j * scale
+ *            (q fp32 as given, k widened from fp16); hidden/padded keys -> -inf;
+ *            a tile in which the row sees nothing leaves the row untouched
+ *     Mn   = max(M, max_j s_j); if Mn > M: A *= expf(M - Mn), S *= expf(M - Mn)
+ *            (expf: the C library's)
+ *     p_j  = exp16(s_j - Mn), exp16 = ggml's AVX-512 vector expf (Cody-Waite
+ *            reduction, degree-5 polynomial including the 1, exact scaling by 2^n)
+ *     S    = fp32(fp64(S) + sum over the 4 groups of 16 keys, ascending, of
+ *            fp64(tree16(p))), tree16 = _mm512_reduce_add_ps's tree:
+ *            a_i = p_{i+8} + p_i, b_i = a_{i+4} + a_i, (b_0 + b_2) + (b_1 + b_3)
+ *     A[d] = fma chain over the tile's 64 keys ascending of p_j * v_j[d], from A[d]
+ *   out = A * (1 / S)  (0 when S == 0).
+ *   This is ggml_compute_forward_flash_attn_ext_tiled as built for AVX-512
+ *   (ggml 0.15, ggml-python 0.0.45); per row it does not depend on the query
+ *   tiling, on padding of K beyond the mask, or on the thread count.
+ *   Partition: independent (head, 64-query block) tasks, effect none.
+ *
+ * Provider attn_auto_qtile64 - contract f16_flash_auto_qtile64
+ *   The choice ggml makes per prefill segment (per call): the tiled contract
+ *   when n_q >= 64 and head_dim is a multiple of 16 (the f32 lane count of the
+ *   AVX-512 build; ggml falls back to the one-chunk path otherwise), else
+ *   f16_online_single_range (provided by v8_attn_online_f16kv*).
+ *
+ * Provider attn_llama_regular - contract fp32_llama_regular
+ *   KQ = dot(r16(q), k) with fp16 operands, fp32 products; softmax over
+ *   s * scale with hidden keys masked; probabilities rounded to fp16; P.V with
+ *   fp16 operands.  Dot orders: see llama_regular.c. */
+#ifndef V8_ATTENTION_TILED_H
+#define V8_ATTENTION_TILED_H
+
+#include "v8_attention.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define V8_ATTN_TILE_Q 64
+#define V8_ATTN_TILE_KV 64
+
+/* ---- provider attn_tiled64 ---------------------------------------------- */
+size_t v8_attn_tiled_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
+                                   int n_workers);
+v8_status v8_attn_tiled_ref(V8_ATTN_ARGS_DECL);
+v8_status v8_attn_tiled(V8_ATTN_ARGS_DECL);
+v8_status v8_attn_tiled_parallel_dispatch(v8_threadpool *pool, V8_ATTN_ARGS_DECL);
+
+/* ---- provider attn_auto_qtile64 ----------------------------------------- */
+/* 1 when the auto contract runs the tiled contract for this segment. */
+int v8_attn_auto_uses_tiled(int64_t n_q, int64_t head_dim);
+size_t v8_attn_auto_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
+                                  int n_workers);
+v8_status v8_attn_auto_ref(V8_ATTN_ARGS_DECL);
+v8_status v8_attn_auto(V8_ATTN_ARGS_DECL);
+v8_status v8_attn_auto_parallel_dispatch(v8_threadpool *pool, V8_ATTN_ARGS_DECL);
+
+/* ---- provider attn_llama_regular ---------------------------------------- */
+size_t v8_attn_llama_regular_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
+                                           int n_workers);
+v8_status v8_attn_llama_regular_ref(V8_ATTN_ARGS_DECL);
+v8_status v8_attn_llama_regular(V8_ATTN_ARGS_DECL);
+v8_status v8_attn_llama_regular_parallel_dispatch(v8_threadpool *pool, V8_ATTN_ARGS_DECL);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* V8_ATTENTION_TILED_H */
