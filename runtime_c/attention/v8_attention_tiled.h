@@ -40,6 +40,11 @@
 extern "C" {
 #endif
 
+/* The selectors these providers deliver (constants of v8_attention.h). */
+#define V8_ATTN_TILED_CONTRACT V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE
+#define V8_ATTN_AUTO_CONTRACT V8_ATTN_F16_FLASH_AUTO_QTILE64
+#define V8_ATTN_LLAMA_REGULAR_CONTRACT V8_ATTN_FP32_LLAMA_REGULAR
+
 #define V8_ATTN_TILE_Q 64
 #define V8_ATTN_TILE_KV 64
 
