@@ -97,6 +97,41 @@ static inline int64_t v8_attn_row_kv_end(const v8_attn_args *a, int64_t i) {
         int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal, float scale, \
         void *scratch, size_t scratch_bytes
 
+/* ---- dot-product lane trees ----------------------------------------------
+ * Where bit-exactness with ggml depends on the order inside the f16 dot
+ * product and on the fp16 value update, the provider variant names it.  Each
+ * tree is ggml_vec_dot_f16 / ggml_vec_mad_f16 / ggml_vec_scale_f16 as ggml
+ * compiles them for one ISA:
+ *   AVX2_F32X8X4        4 accumulators x 8 fp32 lanes (FMA), step 32; tree
+ *                       a0+a2, a1+a3, then +; 128-bit halves; hadd; hadd.
+ *                       Value update: r16(fmaf(v, vs, A)), r16(A * ms).
+ *   AVX512_F32X16X4     4 x 16 fp32 lanes, step 64; a0+a2, a1+a3, +; then
+ *                       256-bit halves, 128-bit halves, (w0+w2)+(w1+w3).
+ *                       Value update as AVX2.
+ *   AVX512FP16_F16X32X4 4 x 32 fp16 lanes (fp16 FMA, fp16 adds), step 128;
+ *                       a0+a2, a1+a3, +; halves 512->256->128; lane i +
+ *                       lane (i+4)%8; (t0+t2)+(t1+t3).  For the first
+ *                       D - D%128 elements the value update runs in fp16:
+ *                       A = fma16(v, r16(vs), A), A = r16(A * r16(ms)).
+ * In every tree the elements past the last full step are added as exact
+ * fp32 products into a double running sum, ascending, and the double is
+ * rounded to fp32 at the end.  The AVX-512 variant uses AVX512FP16_F16X32X4
+ * on CPUs with AVX512-FP16 (that is what a native ggml build uses there)
+ * and AVX512_F32X16X4 otherwise; the scalar variant uses AVX2_F32X8X4. */
+enum {
+    V8_ATTN_TREE_AVX2_F32X8X4 = 1,
+    V8_ATTN_TREE_AVX512_F32X16X4 = 2,
+    V8_ATTN_TREE_AVX512FP16_F16X32X4 = 3
+};
+
+/* The tree the production and threadpool functions use now (depends on the
+ * running CPU and on v8_cpu_restrict). */
+int v8_attn_online_dot_tree(void);
+/* Test knob in the spirit of v8_cpu_restrict: 0 keeps the AVX-512 variant
+ * off the fp16 lanes (so AVX512_F32X16X4 can be exercised on an FP16 host),
+ * 1 (the default) allows them. */
+void v8_attn_online_allow_avx512fp16(int allow);
+
 /* ---- provider online_f32kv: fp32 K/V cache -------------------------------
  * Contract: fp32_online.  Single range per (query row, head); fp32 value
  * accumulator; partition independent_heads x query rows (effect none). */
@@ -113,6 +148,8 @@ v8_status v8_attn_online_f32kv_parallel_dispatch(v8_threadpool *pool, V8_ATTN_AR
 size_t v8_attn_online_f16kv_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
                                           int n_workers);
 v8_status v8_attn_online_f16kv_ref(V8_ATTN_ARGS_DECL);
+/* The oracle for one named tree; _ref uses v8_attn_online_dot_tree(). */
+v8_status v8_attn_online_f16kv_ref_tree(int tree, V8_ATTN_ARGS_DECL);
 v8_status v8_attn_online_f16kv(V8_ATTN_ARGS_DECL);
 v8_status v8_attn_online_f16kv_parallel_dispatch(v8_threadpool *pool, V8_ATTN_ARGS_DECL);
 
@@ -129,6 +166,7 @@ v8_status v8_attn_online_split_parallel_dispatch(v8_threadpool *pool, V8_ATTN_AR
 /* The oracle for an explicit worker (= chunk) count, so the threadpool run
  * at W workers is compared with the oracle at W chunks. */
 v8_status v8_attn_online_split_ref_workers(int n_workers, V8_ATTN_ARGS_DECL);
+v8_status v8_attn_online_split_ref_tree(int tree, int n_workers, V8_ATTN_ARGS_DECL);
 
 #ifdef __cplusplus
 }
