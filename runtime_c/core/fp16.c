@@ -19,8 +19,12 @@ float v8_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
     uint32_t man = h & 0x3ffu;
-    if (exp == 0x1fu) {                      /* inf / nan */
-        return bits_f32(sign | 0x7f800000u | (man << 13));
+    if (exp == 0x1fu) {
+        /* inf, or NaN with its payload kept and the quiet bit set: F16C's
+         * VCVTPH2PS quiets signalling NaNs, and the array helper must give
+         * the same bits on either path. */
+        uint32_t quiet = man != 0 ? 0x400000u : 0u;
+        return bits_f32(sign | 0x7f800000u | quiet | (man << 13));
     }
     if (exp == 0) {
         if (man == 0) {

@@ -41,7 +41,9 @@ const char *v8_status_name(v8_status status);
 /* ---- fp16 / bf16 ------------------------------------------------------- */
 
 /* Exact IEEE binary16 <-> binary32 conversion, round-to-nearest-even.  The
- * software path is bit-identical to F16C's VCVTPS2PH with imm8 = 0. */
+ * software path is bit-identical to F16C's VCVTPS2PH with imm8 = 0 and to
+ * VCVTPH2PS, NaNs included (both quiet a signalling NaN and keep the top
+ * payload bits). */
 float v8_f16_to_f32(uint16_t h);
 uint16_t v8_f32_to_f16(float f);
 /* r16(x): round an fp32 value to fp16 and widen it back. */

@@ -1,0 +1,111 @@
+"""The runtime foundations compiled with a small threadpool probe."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+from v8dialect.cbuild import RUNTIME_CORE_CDEF, CBuild, build
+
+# A task callback that counts, atomically, how often each task ran and which
+# worker ran it, so the tests can prove "exactly once" for every task.
+PROBE_SOURCE = r"""
+#include "v8_runtime.h"
+
+typedef struct probe_ctx {
+    int32_t *counts;      /* [n_tasks] */
+    int32_t *per_worker;  /* [n_workers] */
+    int32_t bad_worker;
+    int n_workers;
+    int spin;             /* busy work per task, so several workers take part */
+} probe_ctx;
+
+static void probe_task(void *raw, int64_t task, int worker) {
+    probe_ctx *c = (probe_ctx *)raw;
+    __atomic_fetch_add(&c->counts[task], 1, __ATOMIC_RELAXED);
+    if (worker < 0 || worker >= c->n_workers) {
+        __atomic_fetch_add(&c->bad_worker, 1, __ATOMIC_RELAXED);
+    } else {
+        __atomic_fetch_add(&c->per_worker[worker], 1, __ATOMIC_RELAXED);
+    }
+    volatile int sink = 0;
+    for (int i = 0; i < c->spin; ++i) {
+        sink += i;
+    }
+    (void)sink;
+}
+
+int probe_run(v8_threadpool *pool, int64_t n_tasks, int32_t *counts, int32_t *per_worker,
+              int spin, int32_t *bad_worker) {
+    probe_ctx c;
+    c.counts = counts;
+    c.per_worker = per_worker;
+    c.bad_worker = 0;
+    c.n_workers = v8_threadpool_workers(pool);
+    c.spin = spin;
+    v8_status st = v8_parallel_for(pool, n_tasks, probe_task, &c);
+    *bad_worker = c.bad_worker;
+    return (int)st;
+}
+
+/* The scalar conversions over buffers of raw bits, so NaN payloads never
+ * pass through a Python float (which would quiet a signalling NaN). */
+void probe_scalar_f32_to_f16(const uint32_t *src, uint16_t *dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        float f;
+        memcpy(&f, &src[i], sizeof f);
+        dst[i] = v8_f32_to_f16(f);
+    }
+}
+
+void probe_scalar_f16_to_f32(const uint16_t *src, uint32_t *dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        float f = v8_f16_to_f32(src[i]);
+        memcpy(&dst[i], &f, sizeof f);
+    }
+}
+
+void probe_scalar_f32_to_bf16(const uint32_t *src, uint16_t *dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        float f;
+        memcpy(&f, &src[i], sizeof f);
+        dst[i] = v8_f32_to_bf16(f);
+    }
+}
+
+void probe_scalar_bf16_to_f32(const uint16_t *src, uint32_t *dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        float f = v8_bf16_to_f32(src[i]);
+        memcpy(&dst[i], &f, sizeof f);
+    }
+}
+
+int probe_null_fn(v8_threadpool *pool) {
+    return (int)v8_parallel_for(pool, 4, NULL, NULL);
+}
+
+int probe_negative(v8_threadpool *pool) {
+    int32_t counts[1] = {0};
+    int32_t per_worker[1] = {0};
+    int32_t bad = 0;
+    return probe_run(pool, -1, counts, per_worker, 0, &bad);
+}
+"""
+
+PROBE_CDEF = """
+int probe_run(v8_threadpool *pool, int64_t n_tasks, int32_t *counts, int32_t *per_worker,
+              int spin, int32_t *bad_worker);
+int probe_null_fn(v8_threadpool *pool);
+void probe_scalar_f32_to_f16(const uint32_t *src, uint16_t *dst, size_t n);
+void probe_scalar_f16_to_f32(const uint16_t *src, uint32_t *dst, size_t n);
+void probe_scalar_f32_to_bf16(const uint32_t *src, uint16_t *dst, size_t n);
+void probe_scalar_bf16_to_f32(const uint16_t *src, uint32_t *dst, size_t n);
+int probe_negative(v8_threadpool *pool);
+"""
+
+
+@pytest.fixture(scope="session")
+def core() -> ModuleType:
+    return build(CBuild(name="v8_core_probe", cdef=RUNTIME_CORE_CDEF + PROBE_CDEF,
+                        source=PROBE_SOURCE))
