@@ -1,0 +1,173 @@
+"""CPU feature detection against /proc/cpuinfo, and the persistent threadpool:
+every task runs exactly once, on a valid worker, for many task/worker counts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+from v8dialect.evidence import Rung
+
+ALL_FEATURES = 0xFFFFFFFF
+# bit -> /proc/cpuinfo flag (v8_runtime.h's V8_CPU_* order)
+FEATURE_FLAGS = {
+    1 << 0: "avx2",
+    1 << 1: "fma",
+    1 << 2: "f16c",
+    1 << 3: "avx512f",
+    1 << 4: "avx512bw",
+    1 << 5: "avx512vl",
+    1 << 6: "avx512dq",
+    1 << 7: "avx512_vnni",
+}
+AVX2_SET = (1 << 0) | (1 << 1) | (1 << 2)
+AVX512_SET = AVX2_SET | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6)
+V8_OK, V8_ERR_NULL_ARGUMENT, V8_ERR_BAD_DIMENSION = 0, 1, 2
+
+
+def cpuinfo_flags() -> set[str]:
+    text = Path("/proc/cpuinfo").read_text()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    raise AssertionError("no flags line in /proc/cpuinfo")
+
+
+def test_cpu_features_match_cpuinfo(core: ModuleType, evidence: Callable[..., Any]) -> None:
+    flags = cpuinfo_flags()
+    features = core.lib.v8_cpu_features()
+    disagreements = {name: {"cpuinfo": name in flags, "v8": bool(features & bit)}
+                     for bit, name in FEATURE_FLAGS.items()
+                     if (name in flags) != bool(features & bit)}
+    # /proc/cpuinfo already hides what the OS does not enable (XSAVE state)
+    best = core.lib.v8_cpu_best_isa()
+    want_best = 2 if features & AVX512_SET == AVX512_SET else 1 if features & AVX2_SET == AVX2_SET else 0
+    ok = not disagreements and best == want_best
+    evidence(Rung.ORACLE, ok, provider="runtime_core.cpu", what="features vs /proc/cpuinfo",
+             features=hex(features), best_isa=best, disagreements=disagreements)
+    assert ok, (disagreements, best, want_best)
+
+
+def test_cpu_restrict(core: ModuleType) -> None:
+    lib = core.lib
+    full = lib.v8_cpu_features()
+    try:
+        lib.v8_cpu_restrict(0)
+        assert lib.v8_cpu_features() == 0
+        assert lib.v8_cpu_best_isa() == 0
+        lib.v8_cpu_restrict(AVX2_SET)
+        assert lib.v8_cpu_features() == full & AVX2_SET
+        assert lib.v8_cpu_best_isa() == (1 if full & AVX2_SET == AVX2_SET else 0)
+        # a restriction never adds what the CPU lacks
+        lib.v8_cpu_restrict(ALL_FEATURES)
+        assert lib.v8_cpu_features() == full
+    finally:
+        lib.v8_cpu_restrict(ALL_FEATURES)
+
+
+# ---- threadpool ---------------------------------------------------------------
+
+def run_job(core: ModuleType, pool: Any, n_tasks: int, spin: int = 0
+            ) -> tuple[int, np.ndarray, np.ndarray, int]:
+    ffi, lib = core.ffi, core.lib
+    workers = lib.v8_threadpool_workers(pool)
+    counts = np.zeros(max(n_tasks, 1), dtype=np.int32)
+    per_worker = np.zeros(workers, dtype=np.int32)
+    bad = ffi.new("int32_t *")
+    status = lib.probe_run(pool, n_tasks, ffi.from_buffer("int32_t[]", counts),
+                           ffi.from_buffer("int32_t[]", per_worker), spin, bad)
+    return status, counts[:n_tasks], per_worker, bad[0]
+
+
+WORKERS = (1, 2, 3, 4, 8)
+TASK_COUNTS = (0, 1, 2, 3, 5, 7, 8, 9, 16, 63, 64, 65, 1000, 4097)
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_every_task_exactly_once(core: ModuleType, workers: int,
+                                 evidence: Callable[..., Any]) -> None:
+    lib = core.lib
+    pool = lib.v8_threadpool_create(workers)
+    assert pool != core.ffi.NULL
+    failures: list[str] = []
+    jobs = 0
+    try:
+        assert lib.v8_threadpool_workers(pool) == workers
+        for repeat in range(3):  # repeated jobs on the one pool
+            for n_tasks in TASK_COUNTS:
+                status, counts, per_worker, bad = run_job(core, pool, n_tasks,
+                                                          spin=2000 if repeat == 0 else 0)
+                jobs += 1
+                if status != V8_OK or bad != 0 or not np.all(counts == 1) \
+                        or int(per_worker.sum()) != n_tasks:
+                    failures.append(f"n_tasks={n_tasks} repeat={repeat} status={status} "
+                                    f"bad={bad} counts!=1: {int(np.sum(counts != 1))}")
+        # many small jobs back to back: the wake/done handshake under churn
+        for i in range(300):
+            n_tasks = i % 11
+            status, counts, per_worker, bad = run_job(core, pool, n_tasks)
+            jobs += 1
+            if status != V8_OK or bad != 0 or not np.all(counts == 1):
+                failures.append(f"churn job {i}: status={status} bad={bad}")
+    finally:
+        lib.v8_threadpool_destroy(pool)
+    evidence(Rung.THREADPOOL, not failures, provider="runtime_core.threadpool",
+             what="every task exactly once", workers=workers, jobs=jobs, failures=failures[:5])
+    assert not failures, failures[:5]
+
+
+def test_several_workers_take_part(core: ModuleType) -> None:
+    """With slow tasks, helpers must actually run some (the pool is not serial)."""
+    pool = core.lib.v8_threadpool_create(4)
+    try:
+        status, counts, per_worker, bad = run_job(core, pool, 64, spin=200_000)
+        assert status == V8_OK and bad == 0 and np.all(counts == 1)
+        assert np.count_nonzero(per_worker) >= 2, per_worker
+    finally:
+        core.lib.v8_threadpool_destroy(pool)
+
+
+def test_create_destroy_many_times(core: ModuleType) -> None:
+    lib = core.lib
+    for i in range(200):
+        workers = WORKERS[i % len(WORKERS)]
+        pool = lib.v8_threadpool_create(workers)
+        assert pool != core.ffi.NULL
+        if i % 3 == 0:  # some pools die without ever running a job
+            status, counts, _, bad = run_job(core, pool, 17)
+            assert status == V8_OK and bad == 0 and np.all(counts == 1)
+        lib.v8_threadpool_destroy(pool)
+
+
+def test_invalid_worker_counts(core: ModuleType) -> None:
+    lib, ffi = core.lib, core.ffi
+    for n in (0, -1, -1000, 257, 1 << 30):
+        assert lib.v8_threadpool_create(n) == ffi.NULL, n
+    assert lib.v8_threadpool_workers(ffi.NULL) == 0
+    lib.v8_threadpool_destroy(ffi.NULL)  # a no-op, not a crash
+    pool = lib.v8_threadpool_create(256)  # the documented maximum is accepted
+    assert pool != ffi.NULL
+    try:
+        status, counts, _, bad = run_job(core, pool, 300)
+        assert status == V8_OK and bad == 0 and np.all(counts == 1)
+    finally:
+        lib.v8_threadpool_destroy(pool)
+
+
+def test_parallel_for_argument_checks(core: ModuleType) -> None:
+    lib, ffi = core.lib, core.ffi
+    pool = lib.v8_threadpool_create(2)
+    try:
+        assert lib.probe_null_fn(pool) == V8_ERR_NULL_ARGUMENT
+        assert lib.probe_null_fn(ffi.NULL) == V8_ERR_NULL_ARGUMENT
+        assert lib.probe_negative(pool) == V8_ERR_BAD_DIMENSION
+        # the pool still works after rejected calls
+        status, counts, _, bad = run_job(core, pool, 10)
+        assert status == V8_OK and bad == 0 and np.all(counts == 1)
+    finally:
+        lib.v8_threadpool_destroy(pool)
