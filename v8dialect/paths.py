@@ -1,28 +1,33 @@
 """Where the packaged data lives: contract registries, circuits and runtime_c.
 
-In the source tree these are top-level folders; installed, they are the
-packages ``v8dialect.contracts``, ``v8dialect.circuits`` and
-``v8dialect.runtime_c``.  Resolving them through importlib works for both.
+In the source tree these are top-level folders beside ``v8dialect/``;
+installed, they are the packages ``v8dialect.contracts``,
+``v8dialect.circuits`` and ``v8dialect.runtime_c``.  Both layouts resolve here.
 """
 
 from importlib.resources import files
 from pathlib import Path
 
+_SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
-def _package_dir(package: str) -> Path:
-    return Path(str(files(package)))
+
+def _data_dir(name: str) -> Path:
+    in_source_tree = _SOURCE_ROOT / name
+    if (_SOURCE_ROOT / "pyproject.toml").is_file() and in_source_tree.is_dir():
+        return in_source_tree
+    return Path(str(files(f"v8dialect.{name}")))
 
 
 def contracts_dir() -> Path:
-    return _package_dir("v8dialect.contracts")
+    return _data_dir("contracts")
 
 
 def circuits_dir() -> Path:
-    return _package_dir("v8dialect.circuits")
+    return _data_dir("circuits")
 
 
 def runtime_c_dir() -> Path:
-    return _package_dir("v8dialect.runtime_c")
+    return _data_dir("runtime_c")
 
 
 def runtime_include_dir() -> Path:

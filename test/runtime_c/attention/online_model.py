@@ -426,3 +426,47 @@ class Online:
                                    self.ffi.cast("void *", v.ctypes.data), t, h, n_head_kv, d,
                                    kv_len, cap, q_pos0, causal, scale, scratch, scratch_bytes)
         return st, out
+
+
+# ------------------------------------------- fp32-accumulator contracts
+
+def _dot_f32x8(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """8 fp32 lanes, lane l takes elements d = l (mod 8) by FMA ascending;
+    then u_i = l_i + l_(i+4) and (u0 + u2) + (u1 + u3).  q (D,), k (n, D)."""
+    n, d = k.shape
+    lanes = np.zeros((n, 8))
+    for i in range(0, d, 8):
+        lanes = fma32(k[:, i:i + 8], q[None, i:i + 8], lanes)
+    u = add32(lanes[:, :4], lanes[:, 4:])
+    return add32(add32(u[:, 0], u[:, 2]), add32(u[:, 1], u[:, 3]))
+
+
+def f32_online(q, k, v, n_head, n_head_kv, kv_len, q_pos0, causal, scale, kv_is_f16):
+    """fp32_online (fp32 K/V) or f16_kv_fp32_online (K/V stored fp16, widened)."""
+    t, h, d = q.shape
+    kk = (k.view(F16) if kv_is_f16 else k).astype(np.float64)
+    vv = (v.view(F16) if kv_is_f16 else v).astype(np.float64)
+    group = n_head // n_head_kv
+    out = np.empty((t, h, d), F32)
+    sc = np.float64(F32(scale))
+    for i in range(t):
+        end = q_pos0 + i + 1 if causal else kv_len
+        for hh in range(h):
+            kh = kk[hh // group, :end]
+            vh = vv[hh // group, :end]
+            s_all = r32(_dot_f32x8(q[i, hh].astype(np.float64), kh) * sc)
+            m, s, a = -np.inf, 0.0, np.zeros(d)
+            for j in range(end):
+                sj = s_all[j]
+                ms = vs = 1.0
+                if sj > m:
+                    ms = expf(r32(m - sj))
+                    m = sj
+                    a = r32(a * ms)
+                else:
+                    vs = expf(r32(sj - m))
+                a = fma32(vh[j], vs, a)
+                s = float(fma32(s, ms, vs))
+            inv = 0.0 if s == 0 else float(r32(1.0 / s))
+            out[i, hh] = r32(a * inv)
+    return out

@@ -1,0 +1,262 @@
+"""resolve-contracts: bind every contract-bearing op to exactly one provider.
+
+For each GraphIR op the pass matches op kind, phase, dtypes, layout, shape
+constraints, execution requirement and the complete contract id against the
+kernel maps.  No provider is an *unsupported* error that shows the
+requirement and the nearest providers with the fields that differ; more than
+one is an *ambiguous* error listing every match.  Nothing ranks providers:
+no priority, benchmark, environment variable or legacy override takes part.
+Prefill and decode resolve independently.
+
+The chosen provider is recorded on the op as ``resolved`` and on the module
+in the resolution ledger.  In ``production`` mode any provider, contract or
+requirement that is not ``validated`` is an error; in ``bringup`` mode those
+gaps are recorded as ``blockers`` on the resolved attribute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.passes import ModulePass
+
+from v8dialect.attributes import ExecutionAttr, ResolvedAttr
+from v8dialect.contract_ir import differences
+from v8dialect.contracts import Contract, ContractRegistry, load_registry
+from v8dialect.diagnostics import V8Error, data_error, op_error
+from v8dialect.jsondata import DataError
+from v8dialect.kernel_maps import KernelMap, KernelMapSet, WorkPartition, load_kernel_maps
+from v8dialect.ledger import graph_ops, node_key, write_ledger
+from v8dialect.ops import GraphOp
+
+MODES = ("bringup", "production")
+NEAREST_SHOWN = 3
+
+
+class ResolutionError(Exception):
+    """One op could not be resolved; the message is shown at the op."""
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What an op asks of a provider, in the kernel maps' terms."""
+
+    op: str
+    phase: str
+    contract: str
+    dtypes: dict[str, str]
+    layout: dict[str, str]
+
+    @staticmethod
+    def of(op: GraphOp) -> Requirement:
+        return Requirement(op.KERNEL_OP, op.phase_name, op.required_contract.id,
+                           dict(op.dtypes()), dict(op.layout()))
+
+    def describe(self) -> str:
+        dtypes = ", ".join(f"{k}={v}" for k, v in self.dtypes.items())
+        layout = ", ".join(f"{k}={v}" for k, v in self.layout.items())
+        return (f"op={self.op} phase={self.phase} contract={self.contract} "
+                f"dtypes({dtypes}) layout({layout})")
+
+
+def mismatches(op: GraphOp, need: Requirement, kmap: KernelMap) -> list[str]:
+    """Every field in which kmap fails to provide what op needs, as 'field: need vs map'."""
+    found: list[str] = []
+    if kmap.op != need.op:
+        found.append(f"op: {need.op} vs {kmap.op}")
+    if need.phase not in kmap.phases:
+        found.append(f"phase: {need.phase} vs {'/'.join(kmap.phases)}")
+    if need.contract not in kmap.selectors:
+        found.append(f"contract: {need.contract} vs {'/'.join(kmap.selectors)}")
+    for kind, wanted, offered in (("dtypes", need.dtypes, kmap.dtypes), ("layout", need.layout, kmap.layout)):
+        for role, value in wanted.items():
+            if offered.get(role) != value:
+                found.append(f"{kind}.{role}: {value} vs {offered.get(role, 'absent')}")
+    found += [f"constraint: {p}" for p in op.constraint_problems(kmap.constraints)]
+    if op.execution is not None:
+        runtime, partition = op.execution.word("runtime"), op.execution.word("partition")
+        if runtime != kmap.runtime:
+            found.append(f"execution.runtime: {runtime} vs {kmap.runtime}")
+        if partition not in (p.kind for p in kmap.work_partitions):
+            offered_kinds = "/".join(p.kind for p in kmap.work_partitions)
+            found.append(f"execution.partition: {partition} vs {offered_kinds}")
+    return found
+
+
+@dataclass(frozen=True)
+class Resolver:
+    registry: ContractRegistry
+    maps: KernelMapSet
+    production: bool
+
+    def resolve(self, op: GraphOp) -> ResolvedAttr:
+        contract = self.checked_contract(op)
+        need = Requirement.of(op)
+        scored = [(mismatches(op, need, m), m) for m in self.maps.maps]
+        matches = [m for diffs, m in scored if not diffs]
+        if not matches:
+            raise ResolutionError(unsupported_message(need, scored))
+        if len(matches) > 1:
+            listed = "; ".join(f"'{m.id}' ({m.source})" for m in matches)
+            raise ResolutionError(f"ambiguous: {len(matches)} providers deliver {need.describe()}: {listed}")
+        kmap = matches[0]
+        blockers = self.blockers(op, contract, kmap)
+        if self.production and blockers:
+            raise ResolutionError(production_refusal(contract, kmap, op, blockers))
+        return resolved_attr(kmap, contract, choose_partition(op, kmap), blockers)
+
+    def checked_contract(self, op: GraphOp) -> Contract:
+        attr = op.required_contract
+        contract = self.registry.get(attr.id)
+        if contract is None:
+            raise ResolutionError(
+                f"unknown contract '{attr.id}': not in the registry ({', '.join(self.registry.files)})")
+        if contract.target_op not in (op.KERNEL_OP, op.name.removeprefix("v8.")):
+            raise ResolutionError(f"contract '{attr.id}' is for op '{contract.target_op}'")
+        diffs = differences(attr, contract, self.registry)  # type: ignore[arg-type]
+        if diffs:
+            raise ResolutionError(
+                f"contract '{attr.id}' in the IR differs from the registry ({contract.source}): "
+                + "; ".join(diffs))
+        return contract
+
+    def blockers(self, op: GraphOp, contract: Contract, kmap: KernelMap) -> list[str]:
+        found: list[str] = []
+        if op.requirement is None:
+            found.append("requirement_missing")
+        elif op.requirement.word("status") != "validated":
+            found.append("requirement_not_validated")
+        if contract.status != "validated":
+            found.append("contract_not_validated")
+        if any(p.status != "validated" for p in self.registry.parts(contract)):
+            found.append("contract_part_not_validated")
+        if kmap.status != "validated":
+            found.append("provider_not_validated")
+        return found
+
+
+def unsupported_message(need: Requirement, scored: Sequence[tuple[list[str], KernelMap]]) -> str:
+    if not scored:
+        return f"unsupported: no kernel maps loaded; required {need.describe()}"
+    nearest = sorted(scored, key=lambda s: (len(s[0]), s[1].id))[:NEAREST_SHOWN]
+    shown = "; ".join(f"'{m.id}' differs in {', '.join(diffs)}" for diffs, m in nearest)
+    return f"unsupported: no provider delivers {need.describe()}; nearest: {shown}"
+
+
+def production_refusal(contract: Contract, kmap: KernelMap, op: GraphOp, blockers: list[str]) -> str:
+    reasons: list[str] = []
+    for blocker in blockers:
+        match blocker:
+            case "requirement_missing":
+                reasons.append("the op has no circuit requirement")
+            case "requirement_not_validated":
+                assert op.requirement is not None
+                reasons.append(f"requirement from '{op.requirement.word('source')}' is "
+                               f"'{op.requirement.word('status')}'")
+            case "contract_not_validated":
+                reasons.append(f"contract '{contract.id}' is '{contract.status}'")
+            case "contract_part_not_validated":
+                reasons.append(f"a part of composite '{contract.id}' is not validated")
+            case _:
+                reasons.append(f"provider '{kmap.id}' is '{kmap.status}'")
+    return "production mode refuses: " + "; ".join(reasons)
+
+
+def choose_partition(op: GraphOp, kmap: KernelMap) -> WorkPartition:
+    if op.execution is not None:
+        wanted = op.execution.word("partition")
+        return next(p for p in kmap.work_partitions if p.kind == wanted)
+    if len(kmap.work_partitions) == 1:
+        return kmap.work_partitions[0]
+    offered = ", ".join(p.kind for p in kmap.work_partitions)
+    raise ResolutionError(
+        f"provider '{kmap.id}' offers several work partitions ({offered}); the op must name one "
+        "with `execution #v8.exec_requirement<runtime = ..., partition = ...>`")
+
+
+def resolved_attr(kmap: KernelMap, contract: Contract, partition: WorkPartition,
+                  blockers: list[str]) -> ResolvedAttr:
+    execution = ExecutionAttr(
+        StringAttr(kmap.isa_dispatch),
+        ArrayAttr([StringAttr(v) for v in kmap.isa_variants]),
+        StringAttr(kmap.runtime),
+        StringAttr(partition.kind),
+        StringAttr(partition.reduction_order_effect),
+    )
+    threadpool = kmap.function("threadpool") if kmap.runtime == "threadpool" else ""
+    return ResolvedAttr(
+        StringAttr(kmap.id),
+        StringAttr(contract.id),
+        StringAttr(kmap.selectors[contract.id]),
+        StringAttr(kmap.emission),
+        StringAttr(kmap.function("oracle")),
+        StringAttr(kmap.function("production")),
+        StringAttr(threadpool),
+        execution,
+        ArrayAttr([StringAttr(b) for b in blockers]),
+    )
+
+
+def _locations(option: str | None) -> list[Path] | None:
+    if option is None:
+        return None
+    return [Path(p) for p in option.split(",") if p]
+
+
+@dataclass(frozen=True)
+class ResolveContracts(ModulePass):
+    """Pick exactly one provider per contract-bearing op, or fail before any C exists."""
+
+    name = "resolve-contracts"
+
+    registry: str | None = None
+    """Contract registry files or folders, comma-separated (default: the packaged registries)."""
+
+    kernel_maps: str | None = None
+    """Kernel map files or folders, comma-separated (default: the packaged runtime_c)."""
+
+    mode: str = "bringup"
+    """'bringup' records status blockers; 'production' refuses anything not validated."""
+
+    def load(self) -> Resolver:
+        if self.mode not in MODES:
+            raise V8Error([f"<pass>: error: resolve-contracts mode must be one of {', '.join(MODES)}, "
+                           f"not '{self.mode}'"])
+        try:
+            registry = load_registry(_locations(self.registry))
+        except DataError as e:
+            raise data_error(e, "contract registry") from None
+        try:
+            maps = load_kernel_maps(registry, _locations(self.kernel_maps))
+        except DataError as e:
+            raise data_error(e, "kernel map") from None
+        return Resolver(registry, maps, production=self.mode == "production")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        resolver = self.load()
+        ledger: dict[str, ResolvedAttr] = {}
+        errors: list[str] = []
+        for graph_op in graph_ops(op):
+            key = node_key(graph_op)
+            if key in ledger:
+                errors.append(op_error(graph_op, f"node name '{key}' is used twice in one function"))
+                continue
+            try:
+                resolved = resolver.resolve(graph_op)
+            except ResolutionError as e:
+                errors.append(op_error(graph_op, str(e)))
+                continue
+            if graph_op.resolved is not None and graph_op.resolved != resolved:
+                errors.append(op_error(graph_op, "was already resolved to "
+                                       f"'{graph_op.resolved.word('kernel')}' and now resolves to "
+                                       f"'{resolved.word('kernel')}': a resolution never changes"))
+                continue
+            graph_op.properties["resolved"] = resolved
+            ledger[key] = resolved
+        if errors:
+            raise V8Error(errors)
+        write_ledger(op, ledger)

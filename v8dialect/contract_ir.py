@@ -1,0 +1,106 @@
+"""Between registry contracts and their IR attributes.
+
+The IR states a contract in full; the registry is the authority on what an id
+means.  ``to_attr`` builds the attribute a circuit or a test writes into the
+IR, and ``differences`` names every field where an IR attribute and the
+registry disagree, so the resolver can refuse a contract that was edited by
+hand.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntAttr, IntegerAttr, StringAttr
+from xdsl.ir import Attribute
+
+from v8dialect.attributes import (
+    AnyContractAttr,
+    AttentionContractAttr,
+    CompositeContractAttr,
+    KeywordAttribute,
+    LinearContractAttr,
+    OpContractAttr,
+    PartitionAttr,
+)
+from v8dialect.contracts import Contract, ContractRegistry, Partition
+
+
+def partition_attr(partition: Partition) -> PartitionAttr:
+    params: dict[str, Attribute] = {
+        k: IntegerAttr(v, 64) if isinstance(v, int) else StringAttr(v) for k, v in partition.params
+    }
+    return PartitionAttr(
+        StringAttr(partition.kind), StringAttr(partition.reduction_order_effect), DictionaryAttr(params)
+    )
+
+
+def to_attr(contract: Contract, registry: ContractRegistry) -> AnyContractAttr:
+    if contract.composite is not None:
+        below, above = (to_attr(p, registry) for p in registry.parts(contract))
+        assert isinstance(below, AttentionContractAttr) and isinstance(above, AttentionContractAttr)
+        return CompositeContractAttr(
+            StringAttr(contract.id),
+            StringAttr(contract.composite.selector),
+            IntAttr(contract.composite.threshold),
+            below,
+            above,
+        )
+    assert contract.partition is not None
+    words = [StringAttr(v) for _, v in contract.fields]
+    partition = partition_attr(contract.partition)
+    if contract.family == "attention":
+        return AttentionContractAttr(StringAttr(contract.id), *words, partition)
+    if contract.family == "linear":
+        return LinearContractAttr(StringAttr(contract.id), *words, partition)
+    assert contract.op is not None
+    points = ArrayAttr([StringAttr(p) for p in contract.rounding_points])
+    return OpContractAttr(StringAttr(contract.id), StringAttr(contract.op), *words, points, partition)
+
+
+def differences(attr: AnyContractAttr, contract: Contract, registry: ContractRegistry) -> list[str]:
+    """Fields where the IR's contract differs from the registry's, as 'field: ir vs registry'."""
+    expected = to_attr(contract, registry)
+    if type(expected) is not type(attr):
+        return [f"kind: #{attr.name} vs #{expected.name}"]
+    return _field_differences(attr, expected, prefix="")
+
+
+def _field_differences(ir: KeywordAttribute, reg: KeywordAttribute, prefix: str) -> list[str]:
+    found: list[str] = []
+    for key in ir.FIELDS:
+        a, b = ir.field(key), reg.field(key)
+        if a == b:
+            continue
+        if isinstance(a, KeywordAttribute) and isinstance(b, KeywordAttribute):
+            found += _field_differences(a, b, prefix=f"{prefix}{key}.")
+        else:
+            found.append(f"{prefix}{key}: {_show(a)} vs {_show(b)}")
+    return found
+
+
+def _show(value: Attribute) -> str:
+    if isinstance(value, StringAttr):
+        return value.data
+    if isinstance(value, IntAttr):
+        return str(value.data)
+    return str(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the IR attribute of registry contracts: python -m v8dialect.contract_ir ID..."""
+    import sys
+
+    from v8dialect.contracts import load_registry
+
+    ids = sys.argv[1:] if argv is None else argv
+    registry = load_registry()
+    for contract_id in ids:
+        contract = registry.get(contract_id)
+        if contract is None:
+            print(f"error: unknown contract '{contract_id}'", file=sys.stderr)
+            return 1
+        print(to_attr(contract, registry))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""User-facing errors in MLIR style: ``file:line:col: error: message``.
+
+Every failure a user can cause (bad IR, a contract nobody provides, a bad
+registry) becomes a ``V8Error``: a DiagnosticException whose text starts
+with the location, so v8-opt prints it as is (exit 1) and
+``--verify-diagnostics`` shows the same text to FileCheck.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from xdsl.dialects.builtin import FileLineColLoc, StringAttr
+from xdsl.ir import Operation
+from xdsl.utils.exceptions import DiagnosticException
+
+from v8dialect.jsondata import DataError
+
+
+EXCERPT_WIDTH = 120  # contract attributes make long lines; the op's start is what matters
+
+
+class V8Error(DiagnosticException):
+    """One or more located errors."""
+
+    def __init__(self, diagnostics: Sequence[str]) -> None:
+        self.diagnostics = tuple(diagnostics)
+        super().__init__("\n".join(self.diagnostics))
+
+
+def located(location: str, message: str, excerpt: str = "") -> str:
+    text = f"{location}: error: {message}"
+    return f"{text}\n{excerpt}" if excerpt else text
+
+
+def op_location(op: Operation) -> str:
+    loc = op.location
+    if isinstance(loc, FileLineColLoc):
+        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
+    return "<unknown>"
+
+
+def op_label(op: Operation) -> str:
+    node = op.properties.get("node")
+    label = f"'{op.name}'"
+    return f"{label} \"{node.data}\"" if isinstance(node, StringAttr) else label
+
+
+def source_excerpt(op: Operation) -> str:
+    """The source line of the op with a caret under its start, when the file is readable."""
+    loc = op.location
+    if not isinstance(loc, FileLineColLoc):
+        return ""
+    try:
+        lines = Path(loc.filename.data).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    line = loc.line.data
+    if not 1 <= line <= len(lines):
+        return ""
+    text = lines[line - 1]
+    if len(text) > EXCERPT_WIDTH:
+        text = text[: EXCERPT_WIDTH - 3] + "..."
+    return f"{text}\n{' ' * min(loc.column.data - 1, EXCERPT_WIDTH)}^"
+
+
+def op_error(op: Operation, message: str) -> str:
+    return located(op_location(op), f"{op_label(op)}: {message}", source_excerpt(op))
+
+
+def data_error(error: DataError, what: str) -> V8Error:
+    return V8Error([located(f"{error.file}:{error.json_path}", f"bad {what}: {error.message}")])

@@ -1,0 +1,8 @@
+"""The v8 dialect: contract attributes and GraphIR ops."""
+
+from xdsl.ir import Dialect
+
+from v8dialect.attributes import ATTRIBUTES
+from v8dialect.ops import GRAPH_OPS
+
+V8 = Dialect("v8", GRAPH_OPS, ATTRIBUTES)

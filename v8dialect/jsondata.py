@@ -1,0 +1,133 @@
+"""Strict reading of JSON data files (registries, kernel maps, circuits).
+
+Every accessor knows the file and the JSON path it is reading, so an error
+names both: ``contracts/attention.json: $.contracts[3].partition.kind: ...``.
+Unknown keys are errors, never ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class DataError(Exception):
+    """A bad registry, kernel map or circuit file."""
+
+    def __init__(self, file: Path | str, json_path: str, message: str) -> None:
+        self.file = str(file)
+        self.json_path = json_path
+        self.message = message
+        super().__init__(f"{self.file}: {json_path}: {message}")
+
+
+def load_json(file: Path) -> Any:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as e:
+        raise DataError(file, "$", f"cannot read file: {e.strerror or e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(file, "$", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+
+
+@dataclass(frozen=True)
+class Node:
+    """A JSON value together with where it came from."""
+
+    file: Path
+    path: str
+    value: Any
+
+    def error(self, message: str) -> DataError:
+        return DataError(self.file, self.path, message)
+
+    def child(self, key: str | int) -> Node:
+        suffix = f"[{key}]" if isinstance(key, int) else f".{key}"
+        return Node(self.file, self.path + suffix, self._container()[key])
+
+    def _container(self) -> Any:
+        return self.value
+
+    # -- shape checks -------------------------------------------------------
+
+    def object(self, required: Sequence[str], optional: Sequence[str] = ()) -> Node:
+        if not isinstance(self.value, dict):
+            raise self.error(f"expected an object, got {type_name(self.value)}")
+        keys: set[str] = set(self.value)  # pyright: ignore[reportUnknownArgumentType]
+        unknown = sorted(keys - set(required) - set(optional))
+        if unknown:
+            raise self.error(f"unknown field '{unknown[0]}' (allowed: {', '.join(required)}"
+                             + (f"; optional: {', '.join(optional)}" if optional else "") + ")")
+        missing = [k for k in required if k not in keys]
+        if missing:
+            raise self.error(f"missing field '{missing[0]}'")
+        return self
+
+    def has(self, key: str) -> bool:
+        return isinstance(self.value, dict) and key in self.value
+
+    def items(self) -> Iterator[Node]:
+        if not isinstance(self.value, list):
+            raise self.error(f"expected a list, got {type_name(self.value)}")
+        for i in range(len(self.value)):  # pyright: ignore[reportUnknownArgumentType]
+            yield self.child(i)
+
+    def entries(self) -> Iterator[tuple[str, Node]]:
+        if not isinstance(self.value, dict):
+            raise self.error(f"expected an object, got {type_name(self.value)}")
+        for key in self.value:  # pyright: ignore[reportUnknownVariableType]
+            yield str(key), self.child(str(key))  # pyright: ignore[reportUnknownArgumentType]
+
+    def string(self) -> str:
+        if not isinstance(self.value, str):
+            raise self.error(f"expected a string, got {type_name(self.value)}")
+        return self.value
+
+    def word(self, vocabulary: Sequence[str]) -> str:
+        text = self.string()
+        if text not in vocabulary:
+            raise self.error(f"'{text}' is not one of: {', '.join(vocabulary)}")
+        return text
+
+    def integer(self, minimum: int = 0) -> int:
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            raise self.error(f"expected an integer, got {type_name(self.value)}")
+        if self.value < minimum:
+            raise self.error(f"expected an integer >= {minimum}, got {self.value}")
+        return self.value
+
+    def strings(self, vocabulary: Sequence[str] | None = None, nonempty: bool = True) -> tuple[str, ...]:
+        values = tuple(n.word(vocabulary) if vocabulary else n.string() for n in self.items())
+        if nonempty and not values:
+            raise self.error("expected a non-empty list")
+        duplicates = sorted({v for v in values if values.count(v) > 1})
+        if duplicates:
+            raise self.error(f"duplicate entry '{duplicates[0]}'")
+        return values
+
+
+def type_name(value: Any) -> str:
+    match value:
+        case bool():
+            return "a boolean"
+        case int() | float():
+            return "a number"
+        case str():
+            return "a string"
+        case list():
+            return "a list"
+        case dict():
+            return "an object"
+        case None:
+            return "null"
+        case _:
+            return type(value).__name__
+
+
+def root(file: Path) -> Node:
+    return Node(file, "$", load_json(file))

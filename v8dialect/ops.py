@@ -1,0 +1,500 @@
+"""GraphIR operations of the v8 dialect.
+
+One op per graph operation.  Each carries a graph ``node`` name (unique per
+function; the resolution ledger keys on it), its ``phase``, the contract it
+requires as a typed attribute, an optional execution requirement and circuit
+provenance, and — after resolve-contracts — the ``resolved`` provider.
+
+Every op answers the questions the resolver asks: which kernel op it is,
+which dtypes and layouts its operands have, and which constraints of a
+kernel map its shapes violate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    I64,
+    FloatAttr,
+    IntegerAttr,
+    IntAttr,
+    IntegerType,
+    StringAttr,
+    TensorType,
+)
+from xdsl.ir import Attribute, Operation
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from v8dialect.attributes import (
+    AttentionContractAttr,
+    CompositeContractAttr,
+    ContractAttr,
+    ExecutionRequirementAttr,
+    LinearContractAttr,
+    MaskAttr,
+    OpContractAttr,
+    Phase,
+    PhaseAttr,
+    Q4KType,
+    Q6KType,
+    RequirementAttr,
+    ResolvedAttr,
+)
+
+QK_BLOCK = 256  # weights per K-quant super-block
+
+_TAIL = (
+    "(`execution` qualified($execution)^)? (`requirement` qualified($requirement)^)? "
+    "(`resolved` qualified($resolved)^)? attr-dict `:` functional-type(operands, results)"
+)
+
+
+def dtype_name(element: Attribute) -> str:
+    match element:
+        case Float32Type():
+            return "f32"
+        case Float16Type():
+            return "f16"
+        case BFloat16Type():
+            return "bf16"
+        case Q4KType():
+            return "q4_k"
+        case Q6KType():
+            return "q6_k"
+        case IntegerType(width=IntAttr(data=32)):
+            return "i32"
+        case _:
+            return str(element)
+
+
+def tensor(value_type: Attribute, what: str, rank: int) -> TensorType[Attribute]:
+    if not isinstance(value_type, TensorType) or len(value_type.get_shape()) != rank:
+        raise VerifyException(f"{what} must be a rank-{rank} tensor, got {value_type}")
+    return value_type  # pyright: ignore[reportUnknownVariableType]
+
+
+def shape(value_type: Attribute) -> tuple[int, ...]:
+    assert isinstance(value_type, TensorType)
+    return tuple(value_type.get_shape())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+
+
+def element(value_type: Attribute) -> str:
+    assert isinstance(value_type, TensorType)
+    return dtype_name(value_type.get_element_type())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+
+
+class GraphOp(IRDLOperation):
+    """Common ground of contract-bearing GraphIR ops."""
+
+    KERNEL_OP: ClassVar[str]
+
+    node = prop_def(StringAttr)
+    phase = prop_def(PhaseAttr)
+    execution = opt_prop_def(ExecutionRequirementAttr)
+    requirement = opt_prop_def(RequirementAttr)
+    resolved = opt_prop_def(ResolvedAttr)
+
+    @property
+    def required_contract(self) -> ContractAttr:
+        contract = self.properties["contract"]
+        assert isinstance(contract, ContractAttr)
+        return contract
+
+    @property
+    def phase_name(self) -> str:
+        return self.phase.data.value
+
+    def dtypes(self) -> Mapping[str, str]:
+        raise NotImplementedError
+
+    def layout(self) -> Mapping[str, str]:
+        raise NotImplementedError
+
+    def constraint_problems(self, constraints: Mapping[str, int]) -> list[str]:
+        """Shape facts of this op that a kernel map's constraints exclude."""
+        del constraints
+        return []
+
+    def query_batch(self) -> int:
+        """Queries processed per call: what a composite contract's selector reads."""
+        return 1
+
+    def verify_contract_op(self) -> None:
+        contract = self.required_contract
+        if isinstance(contract, OpContractAttr) and contract.word("op") != self.name.removeprefix("v8."):
+            raise VerifyException(
+                f"contract '{contract.id}' is for op '{contract.word('op')}', not '{self.name}'"
+            )
+
+
+# ---- attention -----------------------------------------------------------------
+
+
+@irdl_op_definition
+class AttentionOp(GraphOp):
+    """softmax(scale * Q K^T) V over a head-major KV cache; GQA when Hkv < H.
+
+    q: [T, H, D] token-major; k, v: [Hkv, capacity, D]; result [T, H, D].
+    """
+
+    name = "v8.attention"
+    KERNEL_OP: ClassVar[str] = "attention"
+
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    out = result_def(TensorType)
+    mask = prop_def(MaskAttr)
+    scale = prop_def(FloatAttr[Float32Type])
+    contract = prop_def(AttentionContractAttr | CompositeContractAttr)
+
+    assembly_format = (
+        "$node $phase $mask $q `,` $k `,` $v `scale` $scale `contract` qualified($contract) " + _TAIL
+    )
+
+    def verify_(self) -> None:
+        t, h, d = shape(tensor(self.q.type, "q", 3))
+        hkv, _, dk = shape(tensor(self.k.type, "k", 3))
+        if self.k.type != self.v.type:
+            raise VerifyException(f"k and v must have one type, got {self.k.type} and {self.v.type}")
+        if dk != d:
+            raise VerifyException(f"head dim of q ({d}) and k/v ({dk}) differ")
+        if hkv < 1 or h % hkv:
+            raise VerifyException(f"{h} query heads cannot share {hkv} KV heads (GQA needs H % Hkv == 0)")
+        if shape(tensor(self.out.type, "result", 3)) != (t, h, d):
+            raise VerifyException(f"result shape must equal q's ({t}x{h}x{d})")
+        if self.phase.data == Phase.DECODE and t != 1:
+            raise VerifyException(f"decode attends one query token, got {t}")
+
+    def dtypes(self) -> Mapping[str, str]:
+        return {"q": element(self.q.type), "kv": element(self.k.type), "out": element(self.out.type)}
+
+    def layout(self) -> Mapping[str, str]:
+        return {"q": "token_major", "kv": "head_major_strided", "out": "token_major"}
+
+    def head_dim(self) -> int:
+        return shape(self.q.type)[2]
+
+    def query_batch(self) -> int:
+        return shape(self.q.type)[0]
+
+    def constraint_problems(self, constraints: Mapping[str, int]) -> list[str]:
+        problems: list[str] = []
+        d = self.head_dim()
+        if (m := constraints.get("head_dim_multiple_of")) and d % m:
+            problems.append(f"head_dim {d} is not a multiple of {m}")
+        if (m := constraints.get("max_head_dim")) and d > m:
+            problems.append(f"head_dim {d} exceeds {m}")
+        return problems
+
+
+# ---- linear and logits -----------------------------------------------------------
+
+
+class ProjectionOp(GraphOp):
+    """y[T, N] = x[T, K] . w[N, K]^T (+ bias[N]); quantized or fp32 weights."""
+
+    KERNEL_OP: ClassVar[str] = "linear"
+
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    out = result_def(TensorType)
+    contract = prop_def(LinearContractAttr | OpContractAttr)
+
+    assembly_format = (
+        "$node $phase $x `,` $w (`bias` $bias^)? `contract` qualified($contract) " + _TAIL
+    )
+
+    def verify_(self) -> None:
+        t, k = shape(tensor(self.x.type, "x", 2))
+        n, kw = shape(tensor(self.w.type, "w", 2))
+        if k != kw:
+            raise VerifyException(f"x has K = {k} but w has K = {kw}")
+        if shape(tensor(self.out.type, "result", 2)) != (t, n):
+            raise VerifyException(f"result must be {t}x{n}")
+        if self.bias is not None and shape(tensor(self.bias.type, "bias", 1)) != (n,):
+            raise VerifyException(f"bias must have {n} elements")
+        weight = element(self.w.type)
+        if weight in ("q4_k", "q6_k") and k % QK_BLOCK:
+            raise VerifyException(
+                f"K = {k} is not a multiple of {QK_BLOCK}: {weight} weights come in "
+                f"{QK_BLOCK}-element super-blocks"
+            )
+        contract = self.required_contract
+        if isinstance(contract, LinearContractAttr) and contract.word("weight_format") != weight:
+            raise VerifyException(
+                f"contract '{contract.id}' needs {contract.word('weight_format')} weights, got {weight}"
+            )
+        self.verify_contract_op()
+
+    def dtypes(self) -> Mapping[str, str]:
+        return {"weight": element(self.w.type), "activation": element(self.x.type),
+                "output": element(self.out.type)}
+
+    def layout(self) -> Mapping[str, str]:
+        quantized = self.dtypes()["weight"] in ("q4_k", "q6_k")
+        return {"weight": "row_blocks" if quantized else "contiguous", "activation": "contiguous",
+                "output": "contiguous"}
+
+    def query_batch(self) -> int:
+        return shape(self.x.type)[0]
+
+    def constraint_problems(self, constraints: Mapping[str, int]) -> list[str]:
+        k = shape(self.x.type)[1]
+        if (m := constraints.get("k_multiple_of")) and k % m:
+            return [f"K {k} is not a multiple of {m}"]
+        return []
+
+
+@irdl_op_definition
+class LinearOp(ProjectionOp):
+    name = "v8.linear"
+
+
+@irdl_op_definition
+class LogitsOp(ProjectionOp):
+    """The projection onto the vocabulary: a linear op in the logits role."""
+
+    name = "v8.logits"
+
+
+# ---- norms -----------------------------------------------------------------------
+
+
+class NormOp(GraphOp):
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    out = result_def(TensorType)
+    eps = prop_def(FloatAttr[Float32Type])
+    contract = prop_def(OpContractAttr)
+
+    assembly_format = (
+        "$node $phase $x `,` $w `eps` $eps `contract` qualified($contract) " + _TAIL
+    )
+
+    def verify_(self) -> None:
+        x_shape = shape(self.x.type) if isinstance(self.x.type, TensorType) else ()
+        if not x_shape:
+            raise VerifyException(f"x must be a ranked tensor, got {self.x.type}")
+        if shape(tensor(self.w.type, "weight", 1)) != (x_shape[-1],):
+            raise VerifyException(f"weight must have {x_shape[-1]} elements (the normalized dim)")
+        if self.out.type != self.x.type:
+            raise VerifyException("result type must equal x's")
+        self.verify_contract_op()
+
+    def dtypes(self) -> Mapping[str, str]:
+        return {"input": element(self.x.type), "weight": element(self.w.type),
+                "output": element(self.out.type)}
+
+    def layout(self) -> Mapping[str, str]:
+        return {"input": "contiguous", "weight": "contiguous", "output": "contiguous"}
+
+
+@irdl_op_definition
+class RMSNormOp(NormOp):
+    """Root-mean-square norm over the last dim of x [T, E], times weight [E]."""
+
+    name = "v8.rmsnorm"
+    KERNEL_OP: ClassVar[str] = "rmsnorm"
+
+
+@irdl_op_definition
+class QKNormOp(NormOp):
+    """RMS norm per head of Q or K [T, H, D], times weight [D]."""
+
+    name = "v8.qk_norm"
+    KERNEL_OP: ClassVar[str] = "qk_norm"
+
+
+# ---- RoPE ----------------------------------------------------------------------
+
+
+@irdl_op_definition
+class RopeOp(GraphOp):
+    """Rotary position embedding of x [T, H, D] at int32 positions [T] (or [streams, T])."""
+
+    name = "v8.rope"
+    KERNEL_OP: ClassVar[str] = "rope"
+
+    x = operand_def(TensorType)
+    positions = operand_def(TensorType)
+    out = result_def(TensorType)
+    freq_base = prop_def(FloatAttr[Float32Type])
+    n_dims = prop_def(IntegerAttr[I64])
+    contract = prop_def(OpContractAttr)
+
+    assembly_format = (
+        "$node $phase $x `,` $positions `base` $freq_base `dims` $n_dims "
+        "`contract` qualified($contract) " + _TAIL
+    )
+
+    def verify_(self) -> None:
+        t, _, d = shape(tensor(self.x.type, "x", 3))
+        pos = shape(self.positions.type) if isinstance(self.positions.type, TensorType) else ()
+        if not pos or pos[-1] != t or element(self.positions.type) != "i32":
+            raise VerifyException(f"positions must be an i32 tensor whose last dim is {t}")
+        n = self.n_dims.value.data
+        if n < 2 or n > d or n % 2:
+            raise VerifyException(f"rotary dims {n} must be even and within head dim {d}")
+        if self.out.type != self.x.type:
+            raise VerifyException("result type must equal x's")
+        self.verify_contract_op()
+
+    def dtypes(self) -> Mapping[str, str]:
+        return {"input": element(self.x.type), "positions": element(self.positions.type),
+                "output": element(self.out.type)}
+
+    def layout(self) -> Mapping[str, str]:
+        return {"input": "token_major", "positions": "contiguous", "output": "token_major"}
+
+
+# ---- elementwise -----------------------------------------------------------------
+
+
+class BinaryElementwiseOp(GraphOp):
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    out = result_def(TensorType)
+    contract = prop_def(OpContractAttr)
+
+    ROLES: ClassVar[tuple[str, str]]
+
+    assembly_format = "$node $phase $lhs `,` $rhs `contract` qualified($contract) " + _TAIL
+
+    def verify_(self) -> None:
+        if not (self.lhs.type == self.rhs.type == self.out.type):
+            raise VerifyException(
+                f"operands and result must have one type, got {self.lhs.type}, "
+                f"{self.rhs.type} -> {self.out.type}"
+            )
+        self.verify_contract_op()
+
+    def dtypes(self) -> Mapping[str, str]:
+        a, b = self.ROLES
+        return {a: element(self.lhs.type), b: element(self.rhs.type), "output": element(self.out.type)}
+
+    def layout(self) -> Mapping[str, str]:
+        return {role: "contiguous" for role in (*self.ROLES, "output")}
+
+
+@irdl_op_definition
+class SwiGLUOp(BinaryElementwiseOp):
+    """silu(gate) * up."""
+
+    name = "v8.swiglu"
+    KERNEL_OP: ClassVar[str] = "swiglu"
+    ROLES: ClassVar[tuple[str, str]] = ("gate", "up")
+
+
+@irdl_op_definition
+class GeGLUOp(BinaryElementwiseOp):
+    """gelu(gate) * up."""
+
+    name = "v8.geglu"
+    KERNEL_OP: ClassVar[str] = "geglu"
+    ROLES: ClassVar[tuple[str, str]] = ("gate", "up")
+
+
+@irdl_op_definition
+class ResidualAddOp(BinaryElementwiseOp):
+    """input + residual."""
+
+    name = "v8.residual_add"
+    KERNEL_OP: ClassVar[str] = "residual_add"
+    ROLES: ClassVar[tuple[str, str]] = ("input", "residual")
+
+
+# ---- embedding -------------------------------------------------------------------
+
+
+@irdl_op_definition
+class EmbeddingOp(GraphOp):
+    """Rows of table [V, E] gathered by int32 ids [T] into [T, E]."""
+
+    name = "v8.embedding"
+    KERNEL_OP: ClassVar[str] = "embedding"
+
+    ids = operand_def(TensorType)
+    table = operand_def(TensorType)
+    out = result_def(TensorType)
+    contract = prop_def(OpContractAttr)
+
+    assembly_format = "$node $phase $ids `,` $table `contract` qualified($contract) " + _TAIL
+
+    def verify_(self) -> None:
+        (t,) = shape(tensor(self.ids.type, "ids", 1))
+        _, e = shape(tensor(self.table.type, "table", 2))
+        if element(self.ids.type) != "i32":
+            raise VerifyException("ids must be i32")
+        if shape(tensor(self.out.type, "result", 2)) != (t, e):
+            raise VerifyException(f"result must be {t}x{e}")
+        self.verify_contract_op()
+
+    def dtypes(self) -> Mapping[str, str]:
+        return {"ids": "i32", "table": element(self.table.type), "output": element(self.out.type)}
+
+    def layout(self) -> Mapping[str, str]:
+        return {"ids": "contiguous", "table": "contiguous", "output": "contiguous"}
+
+
+# ---- views -----------------------------------------------------------------------
+
+
+@irdl_op_definition
+class ReshapeOp(IRDLOperation):
+    """A view with another shape over the same elements (e.g. [T, H*D] as [T, H, D]).
+
+    No arithmetic, so no contract.
+    """
+
+    name = "v8.reshape"
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def verify_(self) -> None:
+        src, dst = self.input.type, self.result.type
+        assert isinstance(src, TensorType) and isinstance(dst, TensorType)
+        if src.get_element_type() != dst.get_element_type():  # pyright: ignore
+            raise VerifyException("reshape keeps the element type")
+        if _count(shape(src)) != _count(shape(dst)):
+            raise VerifyException(f"reshape keeps the element count ({src} vs {dst})")
+
+
+def _count(dims: tuple[int, ...]) -> int:
+    total = 1
+    for d in dims:
+        total *= d
+    return total
+
+
+GRAPH_OPS: list[type[Operation]] = [
+    ReshapeOp,
+    AttentionOp,
+    LinearOp,
+    LogitsOp,
+    RMSNormOp,
+    QKNormOp,
+    RopeOp,
+    SwiGLUOp,
+    GeGLUOp,
+    ResidualAddOp,
+    EmbeddingOp,
+]

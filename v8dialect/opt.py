@@ -1,0 +1,151 @@
+"""v8-opt: xdsl-opt with the v8 dialect, passes, mlir-opt style pass flags and located errors.
+
+    v8-opt --resolve-contracts file.mlir
+    v8-opt -p 'resolve-contracts{mode="production"}' file.mlir
+
+Every op parsed from a file gets a ``file:line:col`` location (unless it has
+an explicit ``loc``), so verifier and pass errors point into the source.  A
+user error prints ``file:line:col: error: ...`` on stderr and exits 1; no
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import IO
+
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
+from xdsl.ir import Dialect, Operation
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from v8dialect.diagnostics import V8Error, located, op_error
+from v8passes import get_all_passes
+
+
+class LocatingParser(Parser):
+    """A parser that gives every op without an explicit loc its file:line:col."""
+
+    def __init__(self, *args: object, line_offset: int = 0, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.line_offset = line_offset
+
+    def parse_operation(self) -> Operation:
+        start = self._current_token.span.get_location()
+        op = super().parse_operation()
+        if isinstance(op.location, UnknownLoc):
+            op.location = FileLineColLoc(
+                StringAttr(start.file), IntAttr(start.line + self.line_offset), IntAttr(start.col)
+            )
+        return op
+
+
+def verify_located(module: ModuleOp) -> None:
+    """Verify op by op so a failure names the op's source location."""
+    errors: list[str] = []
+    for op in module.walk():
+        try:
+            op.verify(verify_nested_ops=False)
+        except VerifyException as e:
+            message = str(e).split("\n", 1)[0].removeprefix("Operation does not verify: ")
+            errors.append(op_error(op, message))
+    if errors:
+        raise V8Error(errors)
+
+
+def parse_error_text(error: ParseError) -> str:
+    where = error.span.get_location()
+    context = error.span.print_with_context().split("\n", 1)[1].rstrip("\n")
+    return located(f"{where.file}:{where.line}:{where.col}", error.msg, context)
+
+
+def split_pass_flags(argv: Sequence[str], names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Turn mlir-opt style `--pass[=opts]` flags into pipeline specs, keeping their order.
+
+    Done before argparse so `--resolve-contracts file.mlir` never swallows the file name.
+    """
+    specs: list[str] = []
+    rest: list[str] = []
+    for arg in argv:
+        flag, eq, opts = arg.partition("=")
+        if flag.startswith("--") and flag[2:] in names:
+            specs.append(f"{flag[2:]}{{{opts}}}" if eq else flag[2:])
+        else:
+            rest.append(arg)
+    return specs, rest
+
+
+def _v8_dialect() -> Dialect:
+    from v8dialect.dialect import V8
+
+    return V8
+
+
+class V8OptMain(xDSLOptMain):
+    def __init__(self, args: Sequence[str] | None = None) -> None:
+        argv = sys.argv[1:] if args is None else list(args)
+        self.flag_passes, rest = split_pass_flags(argv, list(get_all_passes()))
+        super().__init__(description="v8 numerical-contract compiler driver", args=rest)
+
+    def register_all_dialects(self) -> None:
+        super().register_all_dialects()
+        if "v8" not in self.ctx.registered_dialect_names:
+            self.ctx.register_dialect("v8", _v8_dialect)
+
+    def register_all_passes(self) -> None:
+        super().register_all_passes()
+        for name, factory in get_all_passes().items():
+            if name not in self.available_passes:
+                self.register_pass(name, factory)
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        group = arg_parser.add_argument_group("v8 passes (mlir-opt style flags)")
+        for name in get_all_passes():
+            group.add_argument(f"--{name}", action="store_true",
+                               help=f"run {name}; options as --{name}='key=value other=value'")
+
+    def setup_pipeline(self) -> None:
+        if self.flag_passes:
+            if self.args.passes:
+                raise V8Error(["<command line>: error: use either -p or --<pass> flags, not both"])
+            self.args.passes = ",".join(self.flag_passes)
+        super().setup_pipeline()
+
+    def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
+        if (self.args.frontend or file_extension) != "mlir":
+            return super().parse_chunk(chunk, file_extension, start_offset)
+        parser = LocatingParser(self.ctx, chunk.read().decode(), self.get_input_name(),
+                                line_offset=start_offset)
+        module = parser.parse_module(not self.args.no_implicit_module)
+        if not self.args.disable_verify:
+            verify_located(module)
+        return module
+
+
+def _report(error: BaseException) -> None:
+    match error:
+        case ParseError():
+            text = parse_error_text(error)
+        case V8Error():
+            text = str(error)
+        case _:
+            text = f"error: {str(error).strip()}"
+    print(text, file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    run: Callable[[], None] = lambda: V8OptMain(args=argv).run()  # noqa: E731
+    try:
+        run()
+    except (DiagnosticException, ParseError, ArgSpecParseError, OSError, ValueError) as e:
+        _report(e)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+"""xDSL plugin entry point: plain ``xdsl-opt`` sees the v8 dialect and passes.
+
+Imported at every xdsl-opt start, so everything here is a lazy factory.
+"""
+
+from xdsl.ir import Dialect
+from xdsl.universe import Universe
+
+from v8passes import get_all_passes
+
+
+def _v8_dialect() -> Dialect:
+    from v8dialect.dialect import V8
+
+    return V8
+
+
+V8_UNIVERSE = Universe(all_dialects={"v8": _v8_dialect}, all_passes=get_all_passes())

@@ -1,0 +1,210 @@
+"""Closed vocabularies: every value a contract, partition or kernel map may use.
+
+Registries (JSON), kernel maps and the IR attributes all validate against these
+tables, so a value is legal in one place exactly when it is legal in all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+# Bare words that name a storage type or a mood, never a complete arithmetic.
+LOOSE_IDS = frozenset({"fp16", "f16", "bf16", "fp32", "f32", "fast", "strict", "auto", "default"})
+
+STATUSES = ("unresolved", "observed", "validated")
+PHASES = ("prefill", "decode")
+REDUCTION_ORDER_EFFECTS = ("none", "contract_defined")
+
+CONTRACT_ID_PATTERN = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)+$")
+
+# ---- attention reductions ------------------------------------------------
+
+PRECISIONS = ("fp32", "fp16_rounded", "fp16_rounded_on_tile_load", "bf16_rounded")
+
+ATTENTION_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "q_compute": PRECISIONS,
+    "k_compute": PRECISIONS,
+    "score_accumulator": ("fp32",),
+    "scale_application": ("score_times_scale", "unit_scale", "q_and_k_times_sqrt_scale"),
+    "softmax_statistics": (
+        "fp32_online",
+        "fp32_per_key_tile_fp64_sum_update",
+        "fp32_full_row",
+    ),
+    "probability_rounding": ("none", "fp16"),
+    "value_compute": PRECISIONS,
+    "value_accumulator": ("fp32", "fp16_rounded_each_update"),
+    "partial_storage": ("none", "fp16", "fp32"),
+    "partial_merge": ("none", "fp32_ascending_skip_empty", "per_key_tile_ascending"),
+    "normalization": ("reciprocal_then_multiply", "divide"),
+    "output_rounding": ("none", "bf16"),
+}
+
+# ---- quantized linear ----------------------------------------------------
+
+LINEAR_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "weight_format": ("q4_k", "q6_k"),
+    "activation_format": ("q8_k",),
+    "activation_quantizer": ("q8_k_reference_round_half_even",),
+    "integer_accumulator": (
+        "int32_per_32_group_times_6bit_scale",
+        "int32_per_16_group_times_int8_scale_offset_by_bsums",
+    ),
+    "float_accumulator": ("fp32_8_lanes_fma",),
+    "min_correction": ("bsums_fp32_4_lanes_times_neg_dmin", "int32_32_times_scale_bsums"),
+    "super_block_order": ("ascending",),
+    "horizontal_order": ("x86_lane_tree_of_isa",),
+    "bias": ("none", "after_complete_dot"),
+    "partial_accumulator": ("none", "fp32"),
+    "merge_order": ("none", "ascending"),
+}
+
+# ---- other decoder ops ---------------------------------------------------
+
+DECODER_OPS = (
+    "rmsnorm",
+    "qk_norm",
+    "rope",
+    "swiglu",
+    "geglu",
+    "residual_add",
+    "embedding",
+    "linear",
+    "logits",
+    "recurrent",
+)
+
+OP_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "storage": ("fp32", "fp16", "bf16"),
+    "compute": ("fp32",),
+    "reduction_kind": ("none", "sum_of_squares", "dot"),
+    "reduction_accumulator": ("none", "fp32", "fp64"),
+    "reduction_order": ("none", "ascending"),
+    "elementwise": (
+        "none",
+        "scale_then_weight",
+        "rotate_neox_pairs",
+        "rotate_adjacent_pairs",
+        "rotate_multi_section",
+        "silu_expf_times_up",
+        "gelu_tanh_times_up",
+        "add",
+        "row_copy",
+        "bias_after_dot",
+    ),
+    "transcendentals": ("none", "sqrtf", "cosf_sinf_iterative_theta", "expf", "tanhf"),
+}
+
+ROUNDING_POINTS = (
+    "fp32_each_multiply",
+    "fp32_each_add",
+    "fp64_accumulate",
+    "fp32_mean",
+    "fp32_scale",
+    "fp32_scaled_value",
+    "fp32_weighted_value",
+    "fp32_theta_each_step",
+    "fp32_rotation",
+    "fp32_activation",
+    "fp32_output",
+    "exact_copy",
+)
+
+# ---- partitions ----------------------------------------------------------
+
+# kind -> (reduction-order effect it must declare, parameters it takes)
+PARTITION_KINDS: Mapping[str, tuple[str, frozenset[str]]] = {
+    "serial": ("none", frozenset()),
+    "single_range": ("none", frozenset()),
+    "padded_single_range": ("none", frozenset({"pad_multiple"})),
+    "independent_rows": ("none", frozenset()),
+    "independent_columns": ("none", frozenset()),
+    "output_tiles": ("none", frozenset()),
+    "independent_heads": ("none", frozenset()),
+    "independent_query_blocks": ("none", frozenset()),
+    "independent_elements": ("none", frozenset()),
+    "query_key_tiles": ("none", frozenset({"query_tile", "key_tile"})),
+    "kv_chunks_by_workers": (
+        "contract_defined",
+        frozenset({"threshold", "extent_multiple", "chunks"}),
+    ),
+    "split_k": ("contract_defined", frozenset({"chunks", "unit"})),
+}
+
+# Parameters whose value is a word rather than a number.
+PARTITION_WORD_PARAMS: Mapping[str, tuple[str, ...]] = {
+    "chunks": ("workers",),
+    "unit": ("super_block",),
+}
+
+# Partitions a kernel map's threading may declare (an execution, not arithmetic).
+WORK_PARTITIONS = (
+    "serial",
+    "independent_rows",
+    "independent_columns",
+    "output_tiles",
+    "independent_heads",
+    "independent_query_blocks",
+    "kv_chunks_by_workers",
+    "split_k",
+)
+
+# ---- composites ----------------------------------------------------------
+
+COMPOSITE_SELECTORS = ("query_batch",)
+
+# ---- kernel maps ---------------------------------------------------------
+
+KERNEL_OPS = ("attention",) + DECODER_OPS
+DTYPES = ("f32", "f16", "bf16", "q4_k", "q6_k", "q8_k", "i32")
+LAYOUTS = ("contiguous", "row_blocks", "head_major_strided", "token_major", "head_major")
+ISA_DISPATCH_KINDS = ("runtime", "compile_time", "scalar")
+ISA_VARIANTS = ("avx512", "avx2", "scalar")
+THREADING_RUNTIMES = ("serial", "threadpool")
+ABI_ROLES = ("selector", "input", "output", "weight", "kv_cache", "scratch", "dim", "param")
+EMISSIONS = ("call", "inline")
+MAP_CONSTRAINTS = ("k_multiple_of", "head_dim_multiple_of", "max_head_dim")
+
+
+def loose_id_problem(contract_id: str) -> str | None:
+    """Why an id is not a complete contract name, or None when it is acceptable."""
+    if contract_id.lower() in LOOSE_IDS:
+        return (
+            f"'{contract_id}' is a loose name, not a contract: name the complete arithmetic "
+            "(e.g. 'f16_online_fp32_merge')"
+        )
+    if not CONTRACT_ID_PATTERN.match(contract_id):
+        return (
+            f"'{contract_id}' is not a contract id: use lower_snake_case words "
+            "naming the arithmetic"
+        )
+    return None
+
+
+def expected_effect(partition_kind: str) -> str:
+    return PARTITION_KINDS[partition_kind][0]
+
+# Why an op is not production-ready; recorded in #v8.resolved in bringup mode.
+BLOCKERS = (
+    "contract_not_validated",
+    "contract_part_not_validated",
+    "provider_not_validated",
+    "requirement_not_validated",
+    "requirement_missing",
+)
+
+# The operand roles a kernel map's dtypes/layout name, per op.
+OP_ROLES: Mapping[str, tuple[str, ...]] = {
+    "attention": ("q", "kv", "out"),
+    "linear": ("weight", "activation", "output"),
+    "logits": ("weight", "activation", "output"),
+    "rmsnorm": ("input", "weight", "output"),
+    "qk_norm": ("input", "weight", "output"),
+    "rope": ("input", "positions", "output"),
+    "swiglu": ("gate", "up", "output"),
+    "geglu": ("gate", "up", "output"),
+    "residual_add": ("input", "residual", "output"),
+    "embedding": ("ids", "table", "output"),
+    "recurrent": ("input", "state", "output"),
+}
