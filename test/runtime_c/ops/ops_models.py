@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 _libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-for _name, _nargs in (("cosf", 1), ("sinf", 1), ("expf", 1), ("tanhf", 1), ("powf", 2)):
+for _name, _nargs in (("cosf", 1), ("sinf", 1), ("expf", 1), ("tanhf", 1), ("powf", 2),
+                      ("fmaf", 3)):
     _fn = getattr(_libm, _name)
     _fn.restype = ctypes.c_float
     _fn.argtypes = [ctypes.c_float] * _nargs
@@ -65,8 +66,21 @@ def theta_table(start: np.ndarray, theta_scale: np.float32, n_pairs: int) -> np.
     return out
 
 
-def _rotate(x: np.ndarray, theta: np.ndarray, n_rot: int, neox: bool) -> np.ndarray:
-    """x [T][H][D]; theta [T][n_rot/2] angle of each pair."""
+def fmaf(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """libm's fmaf element by element (one rounding of a*b + c)."""
+    a, b, c = np.broadcast_arrays(np.asarray(a, F32), np.asarray(b, F32), np.asarray(c, F32))
+    out = np.fromiter((_libm.fmaf(float(p), float(q), float(r))
+                       for p, q, r in zip(a.ravel(), b.ravel(), c.ravel(), strict=True)),
+                      dtype=F32, count=a.size)
+    return out.reshape(a.shape)
+
+
+def _rotate(x: np.ndarray, theta: np.ndarray, n_rot: int, neox: bool,
+            fused: bool = False) -> np.ndarray:
+    """x [T][H][D]; theta [T][n_rot/2] angle of each pair.  ``fused`` models a
+    build that contracts the rotation into fma(a, c, -(b*s)) and fma(a, s, b*c)
+    (what GCC makes of ggml's C++ with FMA enabled): not our contract, only
+    used to explain an external backend's bits."""
     c = _libm_map("cosf", theta)[:, None, :]
     s = _libm_map("sinf", theta)[:, None, :]
     y = x.copy()
@@ -75,8 +89,12 @@ def _rotate(x: np.ndarray, theta: np.ndarray, n_rot: int, neox: bool) -> np.ndar
         a, b = x[..., :half], x[..., half:n_rot]
     else:
         a, b = x[..., 0:n_rot:2], x[..., 1:n_rot:2]
-    ya = a * c - b * s                            # two rounded products, rounded difference
-    yb = a * s + b * c
+    if fused:
+        ya = fmaf(a, c, -(b * s))
+        yb = fmaf(a, s, b * c)
+    else:
+        ya = a * c - b * s                        # two rounded products, rounded difference
+        yb = a * s + b * c
     if neox:
         y[..., :half], y[..., half:n_rot] = ya, yb
     else:
@@ -84,15 +102,16 @@ def _rotate(x: np.ndarray, theta: np.ndarray, n_rot: int, neox: bool) -> np.ndar
     return y
 
 
-def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, freq_base: float, neox: bool) -> np.ndarray:
+def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, freq_base: float, neox: bool,
+         fused: bool = False) -> np.ndarray:
     x = np.asarray(x, dtype=F32)
     theta_scale = powf(freq_base, float(F32(-2.0) / F32(n_rot)))
     theta = theta_table(np.asarray(pos).astype(F32), theta_scale, n_rot // 2)
-    return _rotate(x, theta, n_rot, neox)
+    return _rotate(x, theta, n_rot, neox, fused)
 
 
 def mrope(x: np.ndarray, pos4: np.ndarray, n_rot: int, freq_base: float,
-          sections: tuple[int, int, int, int]) -> np.ndarray:
+          sections: tuple[int, int, int, int], fused: bool = False) -> np.ndarray:
     """GGML_ROPE_TYPE_MROPE: neox pairs, stream chosen by sector = i % sum(sections)."""
     x = np.asarray(x, dtype=F32)
     theta_scale = powf(freq_base, float(F32(-2.0) / F32(n_rot)))
@@ -103,7 +122,7 @@ def mrope(x: np.ndarray, pos4: np.ndarray, n_rot: int, freq_base: float,
     sector = np.arange(n_pairs) % total
     which = np.searchsorted(bounds, sector, side="right")      # 0 t, 1 h, 2 w, 3 e
     theta = np.take_along_axis(streams, which[None, None, :].repeat(x.shape[0], 1), 0)[0]
-    return _rotate(x, theta, n_rot, neox=True)
+    return _rotate(x, theta, n_rot, neox=True, fused=fused)
 
 
 def rope_by_powf(x: np.ndarray, pos: np.ndarray, n_rot: int, freq_base: float,
