@@ -291,9 +291,9 @@ def test_split_k_ladder(ql: QL, models: Any, evidence: Any, shape: tuple[int, in
         evidence(Rung.THREADPOOL, st_t == 0 and stp == tot, partition="split_k", parts=parts,
                  workers=parts, bitexact=f"{stp}/{tot}", **common)
         err = np.abs(y_ref.astype(np.float64) - y_block.astype(np.float64))
-        mag = np.abs(y_block.astype(np.float64)) + np.abs(bias.astype(np.float64)) + 1e-6
-        rel = float(np.max(err / mag))
-        tol = 1e-4
+        # norm-wise: outputs near zero by cancellation carry the error of the large terms
+        rel = float(np.max(err) / np.max(np.abs(y_block.astype(np.float64))))
+        tol = 1e-5
         differ = n - bitexact(y_ref, y_block)[0]
         evidence(Rung.ORACLE, rel <= tol, parts=parts,
                  against="q4_k_x_q8_k_fp32_block_order oracle", max_abs_err=float(np.max(err)),
