@@ -1,0 +1,100 @@
+"""runtime_c/ops builds warning-free in both ISA configurations, never
+contracts a product into an FMA whatever the flags, and its kernel maps
+agree with the header they name."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from v8dialect.paths import runtime_c_dir, runtime_include_dir
+
+ROOT = runtime_c_dir()
+SOURCES = sorted((ROOT / "ops").glob("*.c")) + sorted((ROOT / "core").glob("*.c"))
+STRICT = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-c"]
+CONFIGS = {
+    "baseline": ["-march=x86-64"],
+    "avx2": ["-mavx2", "-mfma", "-mf16c"],
+    # the flags most likely to fuse a*b+c: GNU mode, native ISA, contraction on
+    "gnu_native_contract_fast": ["-std=gnu11", "-march=native", "-ffp-contract=fast", "-O3"],
+}
+
+
+def cc() -> str:
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.fail("no C compiler")
+    return compiler
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_sources_compile_warning_free(tmp_path: Path, config: str) -> None:
+    for src in SOURCES:
+        obj = tmp_path / (src.stem + ".o")
+        cmd = [cc(), *STRICT, *CONFIGS[config], f"-I{runtime_include_dir()}", f"-I{ROOT}",
+               str(src), "-o", str(obj)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, (" ".join(cmd), proc.stderr)
+        if src.parent.name == "ops" and shutil.which("objdump"):
+            asm = subprocess.run(["objdump", "-d", str(obj)], capture_output=True,
+                                 text=True).stdout
+            fused = re.findall(r"\bvfn?m(add|sub)\w*", asm)
+            assert not fused, f"{src.name} ({config}) contains FMA instructions: {fused[:3]}"
+
+
+def test_header_compiles_as_cxx(tmp_path: Path) -> None:
+    if shutil.which("g++") is None:
+        pytest.skip("no C++ compiler")  # optional: the header's extern "C" guard
+    src = tmp_path / "use.cc"
+    src.write_text('#include "ops/v8_ops.h"\nint main() { return V8_RMSNORM_FP32_FP64_SUM_ASCENDING == 0; }\n')
+    proc = subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                           f"-I{runtime_include_dir()}", f"-I{ROOT}", str(src)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+MAP_KEYS_CALL = {"schema", "id", "op", "phases", "dtypes", "layout", "contracts", "isa_dispatch",
+                 "threading", "functions", "header", "sources", "abi", "constraints"}
+MAP_KEYS_INLINE = {"schema", "id", "op", "phases", "dtypes", "layout", "contracts",
+                   "isa_dispatch", "threading", "emission", "constraints"}
+
+
+def load_maps() -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((ROOT / "ops").glob("*.kmap.json"))]
+
+
+def test_kernel_maps_agree_with_header() -> None:
+    """A self-check against the README schema (the project loader is the authority)."""
+    maps = load_maps()
+    assert len({m["id"] for m in maps}) == len(maps)
+    header = (ROOT / "ops" / "v8_ops.h").read_text()
+    for m in maps:
+        assert m["schema"] == "v8.kernel_map/1"
+        inline = m.get("emission", "call") == "inline"
+        assert set(m) <= (MAP_KEYS_INLINE if inline else MAP_KEYS_CALL), m["id"]
+        for c in m["contracts"]:
+            assert re.search(rf"\b{c['selector']}\s*=", header), c
+        if inline:
+            assert m["threading"]["runtime"] == "serial"
+            assert m["isa_dispatch"] == {"kind": "runtime", "variants": ["avx512", "avx2", "scalar"]}
+            continue
+        for role, fn in m["functions"].items():
+            decl = re.search(rf"v8_status\s+{fn}\s*\(([^;]*)\);", header)
+            assert decl, (m["id"], role, fn)
+            params = [p.strip() for p in decl.group(1).split(",")]
+            if role == "threadpool":
+                assert params[0] == "v8_threadpool *pool", fn
+                params = params[1:]
+            # the map's ABI is the declaration, argument by argument
+            want = [f"{a['ctype']} {a['name']}".replace("* ", "*") for a in m["abi"]["args"]]
+            got = [re.sub(r"\s+", " ", p).replace("* ", "*") for p in params]
+            assert got == want, (fn, got, want)
+        for src in m["sources"]:
+            assert (ROOT / src).is_file(), src
+        assert (ROOT / m["header"]).is_file()
+        assert m["threading"]["dispatch"] == "v8_parallel_for"
