@@ -392,10 +392,11 @@ ONLINE_CDEF += f"v8_status v8_attn_online_split_ref_workers(int n_workers, {_ARG
 ONLINE_CDEF += f"v8_status v8_attn_online_split_ref_tree(int tree, int n_workers, {_ARGS});\n"
 
 
-def build_online(extra_sources=(), extra_cdef="", name="v8_attn_online"):
+def build_online(extra_sources=(), extra_cdef="", name="v8_attn_online", extra_headers=()):
     from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+    includes = "".join(f'#include "{h}"\n' for h in ("attention/v8_attention.h", *extra_headers))
     return build(CBuild(name=name, cdef=RUNTIME_CORE_CDEF + ONLINE_CDEF + extra_cdef,
-                        source='#include "attention/v8_attention.h"\n',
+                        source=includes,
                         runtime_sources=RUNTIME_CORE_SOURCES + ONLINE_SOURCES + tuple(extra_sources)))
 
 
