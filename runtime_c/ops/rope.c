@@ -85,8 +85,9 @@ static void rope_oracle(const rope_args *a) {
             float theta[4];
             for (int s = 0; s < 4; ++s) {
                 /* plain rope reads one stream; the others are never used */
-                int64_t p = (a->sections != NULL) ? a->pos[(int64_t)s * a->n_tokens + t] : a->pos[t];
-                theta[s] = (float)p;
+                const int32_t *stream = a->sections != NULL ? a->pos + (int64_t)s * a->n_tokens
+                                                            : a->pos;
+                theta[s] = (float)stream[t];
             }
             for (int64_t i = 0; i < a->n_rot / 2; ++i) {
                 int stream = (a->sections != NULL) ? mrope_stream(a->sections, i) : 0;

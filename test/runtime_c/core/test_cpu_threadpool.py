@@ -46,7 +46,8 @@ def test_cpu_features_match_cpuinfo(core: ModuleType, evidence: Callable[..., An
                      if (name in flags) != bool(features & bit)}
     # /proc/cpuinfo already hides what the OS does not enable (XSAVE state)
     best = core.lib.v8_cpu_best_isa()
-    want_best = 2 if features & AVX512_SET == AVX512_SET else 1 if features & AVX2_SET == AVX2_SET else 0
+    want_best = (2 if features & AVX512_SET == AVX512_SET
+                 else 1 if features & AVX2_SET == AVX2_SET else 0)
     ok = not disagreements and best == want_best
     evidence(Rung.ORACLE, ok, provider="runtime_core.cpu", what="features vs /proc/cpuinfo",
              features=hex(features), best_isa=best, disagreements=disagreements)

@@ -51,7 +51,8 @@ def test_header_compiles_as_cxx(tmp_path: Path) -> None:
     if shutil.which("g++") is None:
         pytest.skip("no C++ compiler")  # optional: the header's extern "C" guard
     src = tmp_path / "use.cc"
-    src.write_text('#include "ops/v8_ops.h"\nint main() { return V8_RMSNORM_FP32_FP64_SUM_ASCENDING == 0; }\n')
+    src.write_text('#include "ops/v8_ops.h"\n'
+                   "int main() { return V8_RMSNORM_FP32_FP64_SUM_ASCENDING == 0; }\n")
     proc = subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
                            f"-I{runtime_include_dir()}", f"-I{ROOT}", str(src)],
                           capture_output=True, text=True)
@@ -81,7 +82,8 @@ def test_kernel_maps_agree_with_header() -> None:
             assert re.search(rf"\b{c['selector']}\s*=", header), c
         if inline:
             assert m["threading"]["runtime"] == "serial"
-            assert m["isa_dispatch"] == {"kind": "runtime", "variants": ["avx512", "avx2", "scalar"]}
+            assert m["isa_dispatch"] == {"kind": "runtime",
+                                         "variants": ["avx512", "avx2", "scalar"]}
             continue
         for role, fn in m["functions"].items():
             decl = re.search(rf"v8_status\s+{fn}\s*\(([^;]*)\);", header)
