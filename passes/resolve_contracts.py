@@ -155,7 +155,7 @@ def production_refusal(contract: Contract, kmap: KernelMap, op: GraphOp, blocker
                 reasons.append("the op has no circuit requirement")
             case "requirement_not_validated":
                 assert op.requirement is not None
-                reasons.append(f"requirement from '{op.requirement.word('source')}' is "
+                reasons.append(f"requirement from '{op.requirement.lead}' is "
                                f"'{op.requirement.word('status')}'")
             case "contract_not_validated":
                 reasons.append(f"contract '{contract.id}' is '{contract.status}'")

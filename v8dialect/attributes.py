@@ -247,6 +247,14 @@ class KeywordAttribute(ParametrizedAttribute):
         for (key, kind), value in zip(self.FIELDS.items(), params, strict=True):
             kind.check(key, value)
 
+    @property
+    def lead(self) -> str:
+        """The leading string literal (contract id, requirement source)."""
+        assert self.LEAD is not None
+        value = self.parameters[0]
+        assert isinstance(value, StringAttr)
+        return value.data
+
     def field(self, key: str) -> Attribute:
         offset = 1 if self.LEAD else 0
         return self.parameters[offset + list(self.FIELDS).index(key)]
@@ -365,9 +373,7 @@ class ContractAttr(KeywordAttribute):
 
     @property
     def id(self) -> str:
-        lead = self.parameters[0]
-        assert isinstance(lead, StringAttr)
-        return lead.data
+        return self.lead
 
     def verify(self) -> None:
         problem = vocab.loose_id_problem(self.id)

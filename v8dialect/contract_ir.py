@@ -82,6 +82,8 @@ def _show(value: Attribute) -> str:
         return value.data
     if isinstance(value, IntAttr):
         return str(value.data)
+    if isinstance(value, ArrayAttr):
+        return "[" + ", ".join(_show(v) for v in value.data) + "]"
     return str(value)
 
 

@@ -1,0 +1,40 @@
+/* Declarations the fixture kernel maps bind; never compiled. */
+#include <stdint.h>
+typedef int v8_status;
+typedef struct v8_threadpool v8_threadpool;
+enum {
+    V8_FIXTURE_F16_ONLINE_FP32_MERGE = 1, V8_FIXTURE_FLASH_AUTO = 2,
+    V8_FIXTURE_Q4_K_BLOCK_ORDER = 3, V8_FIXTURE_Q6_K_BLOCK_ORDER = 4,
+    V8_FIXTURE_RMSNORM = 5, V8_FIXTURE_QK_NORM = 6, V8_FIXTURE_EMBEDDING = 7, V8_FIXTURE_ROPE = 8,
+    V8_FIXTURE_INLINE = 9
+};
+v8_status fixture_attn_split_kv_ref(int c, float *o, const float *q, const void *k, const void *v, int64_t n);
+v8_status fixture_attn_split_kv(int c, float *o, const float *q, const void *k, const void *v, int64_t n);
+v8_status fixture_attn_split_kv_parallel_dispatch(v8_threadpool *p, int c, float *o, const float *q, const void *k, const void *v, int64_t n);
+v8_status fixture_attn_auto_ref(int c, float *o, const float *q, const void *k, const void *v, int64_t n);
+v8_status fixture_attn_auto(int c, float *o, const float *q, const void *k, const void *v, int64_t n);
+v8_status fixture_attn_auto_parallel_dispatch(v8_threadpool *p, int c, float *o, const float *q, const void *k, const void *v, int64_t n);
+v8_status fixture_q4_k_gemv_ref(int c, float *y, const void *w, const float *x, int64_t n, int64_t k);
+v8_status fixture_q4_k_gemv(int c, float *y, const void *w, const float *x, int64_t n, int64_t k);
+v8_status fixture_q4_k_gemv_parallel_dispatch(v8_threadpool *p, int c, float *y, const void *w, const float *x, int64_t n, int64_t k);
+v8_status fixture_q4_k_gemm_ref(int c, float *y, const void *w, const float *x, int64_t n, int64_t k);
+v8_status fixture_q4_k_gemm(int c, float *y, const void *w, const float *x, int64_t n, int64_t k);
+v8_status fixture_q4_k_gemm_parallel_dispatch(v8_threadpool *p, int c, float *y, const void *w, const float *x, int64_t n, int64_t k);
+v8_status fixture_q6_k_gemv_ref(int c, float *y, const void *w, const float *x, int64_t n, int64_t k);
+v8_status fixture_q6_k_gemv(int c, float *y, const void *w, const float *x, int64_t n, int64_t k);
+v8_status fixture_q6_k_gemv_parallel_dispatch(v8_threadpool *p, int c, float *y, const void *w, const float *x, int64_t n, int64_t k);
+v8_status fixture_q6_k_gemm_ref(int c, float *y, const void *w, const float *x, int64_t n, int64_t k);
+v8_status fixture_q6_k_gemm(int c, float *y, const void *w, const float *x, int64_t n, int64_t k);
+v8_status fixture_q6_k_gemm_parallel_dispatch(v8_threadpool *p, int c, float *y, const void *w, const float *x, int64_t n, int64_t k);
+v8_status fixture_rmsnorm_ref(int c, float *y, const float *x, int64_t n);
+v8_status fixture_rmsnorm(int c, float *y, const float *x, int64_t n);
+v8_status fixture_rmsnorm_parallel_dispatch(v8_threadpool *p, int c, float *y, const float *x, int64_t n);
+v8_status fixture_qk_norm_ref(int c, float *y, const float *x, int64_t n);
+v8_status fixture_qk_norm(int c, float *y, const float *x, int64_t n);
+v8_status fixture_qk_norm_parallel_dispatch(v8_threadpool *p, int c, float *y, const float *x, int64_t n);
+v8_status fixture_embedding_ref(int c, float *y, const float *x, int64_t n);
+v8_status fixture_embedding(int c, float *y, const float *x, int64_t n);
+v8_status fixture_embedding_parallel_dispatch(v8_threadpool *p, int c, float *y, const float *x, int64_t n);
+v8_status fixture_rope_ref(int c, float *y, const float *x, int64_t n);
+v8_status fixture_rope(int c, float *y, const float *x, int64_t n);
+v8_status fixture_rope_parallel_dispatch(v8_threadpool *p, int c, float *y, const float *x, int64_t n);

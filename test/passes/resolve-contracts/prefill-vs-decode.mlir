@@ -1,0 +1,14 @@
+// The same node resolves independently per phase: prefill and decode may land on different providers
+// (and contracts), and that is recorded, not hidden.
+// RUN: v8-opt --resolve-contracts='kernel-maps="%fixture_maps"' %s | filecheck %s
+
+func.func @prefill(%q: tensor<5x8x64xf32>, %k: tensor<2x1024x64xf16>) -> tensor<5x8x64xf32> {
+  %o = v8.attention "attn" prefill causal %q, %k, %k scale 1.250000e-01 contract #v8.composite_contract<"f16_flash_auto_qtile64", selector = query_batch, threshold = 64, below = #v8.attention_contract<"f16_online_single_range", q_compute = fp16_rounded, k_compute = fp16_rounded, score_accumulator = fp32, scale_application = score_times_scale, softmax_statistics = fp32_online, probability_rounding = none, value_compute = fp16_rounded, value_accumulator = fp16_rounded_each_update, partial_storage = none, partial_merge = none, normalization = reciprocal_then_multiply, output_rounding = none, partition = #v8.partition<single_range, effect = none>>, at_or_above = #v8.attention_contract<"f16_kv_tiled64_fp32_softmax_fp64_sum_update", q_compute = fp32, k_compute = fp16_rounded_on_tile_load, score_accumulator = fp32, scale_application = score_times_scale, softmax_statistics = fp32_per_key_tile_fp64_sum_update, probability_rounding = none, value_compute = fp16_rounded_on_tile_load, value_accumulator = fp32, partial_storage = none, partial_merge = per_key_tile_ascending, normalization = reciprocal_then_multiply, output_rounding = none, partition = #v8.partition<query_key_tiles, effect = none, key_tile = 64, query_tile = 64>>> : (tensor<5x8x64xf32>, tensor<2x1024x64xf16>, tensor<2x1024x64xf16>) -> tensor<5x8x64xf32>
+  func.return %o : tensor<5x8x64xf32>
+}
+func.func @decode(%q: tensor<1x8x64xf32>, %k: tensor<2x1024x64xf16>) -> tensor<1x8x64xf32> {
+  %o = v8.attention "attn" decode causal %q, %k, %k scale 1.250000e-01 contract #v8.attention_contract<"f16_online_fp32_merge", q_compute = fp16_rounded, k_compute = fp16_rounded, score_accumulator = fp32, scale_application = score_times_scale, softmax_statistics = fp32_online, probability_rounding = none, value_compute = fp16_rounded, value_accumulator = fp16_rounded_each_update, partial_storage = fp16, partial_merge = fp32_ascending_skip_empty, normalization = reciprocal_then_multiply, output_rounding = none, partition = #v8.partition<kv_chunks_by_workers, effect = contract_defined, chunks = workers, extent_multiple = 256, threshold = 512>> : (tensor<1x8x64xf32>, tensor<2x1024x64xf16>, tensor<2x1024x64xf16>) -> tensor<1x8x64xf32>
+  func.return %o : tensor<1x8x64xf32>
+}
+// CHECK: v8.resolution_ledger = {"decode::attn" = #v8.resolved<kernel = "fixture.attention.split_kv", contract = "f16_online_fp32_merge"
+// CHECK-SAME: "prefill::attn" = #v8.resolved<kernel = "fixture.attention.auto", contract = "f16_flash_auto_qtile64"
