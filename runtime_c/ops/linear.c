@@ -1,6 +1,7 @@
-/* fp32 linear, contract linear_fp32_ascending_fp32_accumulate (see
- * ops/v8_ops.h): one fp32 accumulator per output, k ascending, product and
- * sum rounded separately, bias after the complete dot.
+/* fp32 linear, contracts linear_fp32_ascending_fp32_accumulate and
+ * logits_fp32_ascending_fp32_accumulate (see ops/v8_ops.h): one fp32
+ * accumulator per output, k ascending, product and sum rounded separately,
+ * bias after the complete dot.
  *
  * A SIMD dot product over k would reassociate the sum, so the AVX2 variant
  * vectorises across outputs instead: eight weight rows are transposed in
@@ -19,7 +20,9 @@ typedef struct lin_args {
 
 static v8_status prepare(int contract, lin_args *a, float *y, const float *w, const float *x,
                          const float *bias, int64_t m, int64_t n, int64_t k) {
-    V8_REQUIRE(contract == V8_LINEAR_FP32_ASCENDING_FP32_ACCUMULATE, V8_ERR_UNKNOWN_SELECTOR);
+    V8_REQUIRE(contract == V8_LINEAR_FP32_ASCENDING_FP32_ACCUMULATE ||
+                   contract == V8_LOGITS_FP32_ASCENDING_FP32_ACCUMULATE,
+               V8_ERR_UNKNOWN_SELECTOR);
     V8_REQUIRE(y != NULL && w != NULL && x != NULL, V8_ERR_NULL_ARGUMENT); /* bias optional */
     V8_REQUIRE(v8_ops_product_ok(n, k), V8_ERR_BAD_DIMENSION);
     V8_REQUIRE(v8_ops_product_ok(m, k), V8_ERR_BAD_DIMENSION);

@@ -38,6 +38,7 @@ enum {
     V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS = 0x311,
     V8_EMBEDDING_FP32_ROW_COPY = 0x401,
     V8_LINEAR_FP32_ASCENDING_FP32_ACCUMULATE = 0x501,
+    V8_LOGITS_FP32_ASCENDING_FP32_ACCUMULATE = 0x502, /* same arithmetic, logits projection */
     V8_RESIDUAL_ADD_FP32 = 0x601,
     V8_SWIGLU_FP32_EXPF = 0x701,
     V8_GEGLU_FP32_TANH = 0x702
@@ -127,7 +128,9 @@ v8_status v8_embedding_f32_parallel_dispatch(v8_threadpool *pool, int contract, 
                                              int64_t n_tokens, int64_t n_vocab, int64_t dim);
 
 /* ---- fp32 linear: provider linear_fp32 --------------------------------------
- * Contract linear_fp32_ascending_fp32_accumulate: y[m][n] = x[m][k] . w[n][k]
+ * Contracts linear_fp32_ascending_fp32_accumulate and
+ * logits_fp32_ascending_fp32_accumulate (the same arithmetic for the
+ * vocabulary projection): y[m][n] = x[m][k] . w[n][k]
  * (weight rows are output features, as ggml stores them), per output:
  *   acc = 0.0f;  for j ascending: acc = acc + w[n][j] * x[m][j]    (product and sum
  *                                                               rounded separately)

@@ -20,7 +20,8 @@ SENTINEL = np.float32(-1234.5)
 FOREIGN_SELECTORS = ("V8_RMSNORM_FP32_FP64_SUM_ASCENDING", "V8_QK_NORM_FP32_FP64_SUM_ASCENDING",
                      "V8_ROPE_NEOX_FP32_ITERATIVE_THETA", "V8_ROPE_NORMAL_FP32_ITERATIVE_THETA",
                      "V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS", "V8_EMBEDDING_FP32_ROW_COPY",
-                     "V8_LINEAR_FP32_ASCENDING_FP32_ACCUMULATE", "V8_RESIDUAL_ADD_FP32",
+                     "V8_LINEAR_FP32_ASCENDING_FP32_ACCUMULATE",
+                     "V8_LOGITS_FP32_ASCENDING_FP32_ACCUMULATE", "V8_RESIDUAL_ADD_FP32",
                      "V8_SWIGLU_FP32_EXPF", "V8_GEGLU_FP32_TANH")
 KINDS = {"_ref": Rung.ORACLE, "": Rung.PRODUCTION, "_parallel_dispatch": Rung.THREADPOOL}
 
@@ -29,6 +30,9 @@ def own_selectors(spec: OpSpec) -> set[str]:
     # the rope provider delivers both plain rope contracts
     if spec.provider == "rope_fp32":
         return {"V8_ROPE_NEOX_FP32_ITERATIVE_THETA", "V8_ROPE_NORMAL_FP32_ITERATIVE_THETA"}
+    if spec.provider == "linear_fp32":
+        return {"V8_LINEAR_FP32_ASCENDING_FP32_ACCUMULATE",
+                "V8_LOGITS_FP32_ASCENDING_FP32_ACCUMULATE"}
     return {spec.selector}
 
 

@@ -59,10 +59,10 @@ def test_header_compiles_as_cxx(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-MAP_KEYS_CALL = {"schema", "id", "op", "phases", "dtypes", "layout", "contracts", "isa_dispatch",
-                 "threading", "functions", "header", "sources", "abi", "constraints"}
-MAP_KEYS_INLINE = {"schema", "id", "op", "phases", "dtypes", "layout", "contracts",
-                   "isa_dispatch", "threading", "emission", "constraints"}
+MAP_KEYS_COMMON = {"schema", "id", "status", "description", "op", "phases", "dtypes", "layout",
+                   "contracts", "isa_dispatch", "threading", "constraints"}
+MAP_KEYS_CALL = MAP_KEYS_COMMON | {"functions", "header", "sources", "abi"}
+MAP_KEYS_INLINE = MAP_KEYS_COMMON | {"emission"}
 
 
 def load_maps() -> list[dict]:
@@ -100,3 +100,24 @@ def test_kernel_maps_agree_with_header() -> None:
             assert (ROOT / src).is_file(), src
         assert (ROOT / m["header"]).is_file()
         assert m["threading"]["dispatch"] == "v8_parallel_for"
+
+
+OPS_MAP_IDS = {"rmsnorm_fp32", "qk_norm_fp32", "rope_fp32", "mrope_fp32", "embedding_fp32",
+               "linear_fp32", "residual_add_fp32_inline", "swiglu_fp32_inline",
+               "geglu_fp32_inline"}
+
+
+def test_project_loader_accepts_the_ops_maps() -> None:
+    from v8dialect.contracts import load_registry
+    from v8dialect.kernel_maps import load_kernel_maps
+
+    maps = load_kernel_maps(load_registry())
+    loaded = {m.id: m for m in maps.maps}
+    assert OPS_MAP_IDS <= set(loaded)
+    assert loaded["linear_fp32"].selectors == {
+        "linear_fp32_ascending_fp32_accumulate": "V8_LINEAR_FP32_ASCENDING_FP32_ACCUMULATE",
+        "logits_fp32_ascending_fp32_accumulate": "V8_LOGITS_FP32_ASCENDING_FP32_ACCUMULATE",
+    }
+    for map_id in OPS_MAP_IDS:
+        inline = map_id.endswith("_inline")
+        assert loaded[map_id].emission == ("inline" if inline else "call")
