@@ -320,6 +320,9 @@ class QKNormOp(NormOp):
     name = "v8.qk_norm"
     KERNEL_OP: ClassVar[str] = "qk_norm"
 
+    def layout(self) -> Mapping[str, str]:
+        return {"input": "token_major", "weight": "contiguous", "output": "token_major"}
+
 
 # ---- RoPE ----------------------------------------------------------------------
 

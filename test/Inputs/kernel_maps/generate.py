@@ -74,7 +74,7 @@ def quant(fmt, form, phase):
 
 def elementwise(map_id, op, roles, contract, selector, fn, partition="independent_rows"):
     return call_map(map_id, op, ["prefill", "decode"], {r: "f32" for r in roles},
-                    {r: ("token_major" if op == "rope" and r != "positions" else "contiguous") for r in roles},
+                    {r: ("token_major" if op in ("rope", "qk_norm") and r not in ("positions", "weight") else "contiguous") for r in roles},
                     [(contract, selector)], [(partition, "none")], ELT_ABI, fn)
 
 
