@@ -268,6 +268,27 @@ static inline __m512 exp16_avx512(__m512 x) {
     return _mm512_mask_blend_ps(big, res, alt);
 }
 
+/* Zero zmm16-31 and the upper halves of zmm0-15 before returning to baseline
+ * code.  vzeroupper alone leaves zmm16-31 dirty; on AVX-512 cores a dirty
+ * upper state makes every later SSE instruction (the scalar oracle, libm, other
+ * libraries in the process) run with false dependencies - measured 20x slower. */
+static inline void avx512_clean_upper(void) {
+    __asm__ volatile(
+        "vpxord %%xmm16, %%xmm16, %%xmm16\n\tvpxord %%xmm17, %%xmm17, %%xmm17\n\t"
+        "vpxord %%xmm18, %%xmm18, %%xmm18\n\tvpxord %%xmm19, %%xmm19, %%xmm19\n\t"
+        "vpxord %%xmm20, %%xmm20, %%xmm20\n\tvpxord %%xmm21, %%xmm21, %%xmm21\n\t"
+        "vpxord %%xmm22, %%xmm22, %%xmm22\n\tvpxord %%xmm23, %%xmm23, %%xmm23\n\t"
+        "vpxord %%xmm24, %%xmm24, %%xmm24\n\tvpxord %%xmm25, %%xmm25, %%xmm25\n\t"
+        "vpxord %%xmm26, %%xmm26, %%xmm26\n\tvpxord %%xmm27, %%xmm27, %%xmm27\n\t"
+        "vpxord %%xmm28, %%xmm28, %%xmm28\n\tvpxord %%xmm29, %%xmm29, %%xmm29\n\t"
+        "vpxord %%xmm30, %%xmm30, %%xmm30\n\tvpxord %%xmm31, %%xmm31, %%xmm31\n\t"
+        "vzeroupper"
+        ::: "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+            "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18",
+            "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27",
+            "xmm28", "xmm29", "xmm30", "xmm31");
+}
+
 static void widen_rows_avx512(const uint16_t *src, float *dst, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -428,6 +449,7 @@ static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t 
         }
     }
     task_store(a, w, h, r0, nr);
+    avx512_clean_upper();
 }
 
 #pragma GCC pop_options
