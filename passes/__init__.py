@@ -11,4 +11,18 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return ResolveContracts
 
-    return {"resolve-contracts": resolve_contracts}
+    def lower_to_kernels() -> type[ModulePass]:
+        from v8passes.lower_to_kernels import LowerToKernels
+
+        return LowerToKernels
+
+    def prepare_calls() -> type[ModulePass]:
+        from v8passes.prepare_calls import PrepareCalls
+
+        return PrepareCalls
+
+    return {
+        "resolve-contracts": resolve_contracts,
+        "lower-to-kernels": lower_to_kernels,
+        "prepare-calls": prepare_calls,
+    }

@@ -260,3 +260,8 @@ class ResolveContracts(ModulePass):
         if errors:
             raise V8Error(errors)
         write_ledger(op, ledger)
+        # later stages bind ABIs from the same maps the ledger was resolved against
+        if self.kernel_maps:
+            op.attributes["v8.kernel_maps"] = StringAttr(self.kernel_maps)
+        if self.registry:
+            op.attributes["v8.registry"] = StringAttr(self.registry)

@@ -26,7 +26,7 @@ MAP_GLOB = "*.kmap.json"
 REQUIRED = ("schema", "id", "op", "phases", "dtypes", "layout", "contracts", "isa_dispatch",
             "threading", "status")
 CALL_FIELDS = ("functions", "header", "sources", "abi")
-OPTIONAL = (*CALL_FIELDS, "constraints", "emission", "description")
+OPTIONAL = (*CALL_FIELDS, "scratch", "constraints", "emission", "description")
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,8 @@ class KernelMap:
     abi_returns: str = ""
     abi_args: tuple[AbiArg, ...] = ()
     constraints: Mapping[str, int] = field(default_factory=dict[str, int])
+    scratch_function: str = ""
+    scratch_args: tuple[str, ...] = ()
 
     def function(self, role: str) -> str:
         return self.functions.get(role, "")
@@ -109,7 +111,16 @@ def parse_map(node: Node) -> KernelMap:
         **(_call_binding(node) if emission == "call" else _no_call_binding(node)),
     )
     _check_threading(kmap, node)
+    _check_scratch(kmap, node)
     return kmap
+
+
+def _check_scratch(kmap: KernelMap, node: Node) -> None:
+    known = {a.name for a in kmap.abi_args} | {"n_workers"}
+    for i, name in enumerate(kmap.scratch_args):
+        if name not in known:
+            raise node.child("scratch").child("args").child(i).error(
+                f"'{name}' is neither an ABI argument nor n_workers")
 
 
 def _map_id(node: Node) -> str:
@@ -172,7 +183,17 @@ def _call_binding(node: Node) -> dict[str, object]:
         sources=node.child("sources").strings(nonempty=False),
         abi_returns=abi.child("returns").string(),
         abi_args=tuple(_abi_arg(a) for a in abi.child("args").items()),
+        **_scratch(node),
     )
+
+
+def _scratch(node: Node) -> dict[str, object]:
+    """How many scratch bytes a call needs: a header function and the ABI names it takes."""
+    if not node.has("scratch"):
+        return {}
+    spec = node.child("scratch").object(["function", "args"])
+    return dict(scratch_function=spec.child("function").string(),
+                scratch_args=spec.child("args").strings(nonempty=False))
 
 
 def _no_call_binding(node: Node) -> dict[str, object]:
@@ -214,10 +235,14 @@ def check_header(kmap: KernelMap, node: Node, maps_root: Path) -> None:
     if not header.is_file():
         raise node.child("header").error(f"header '{kmap.header}' not found under {maps_root}")
     text = _COMMENTS.sub(" ", header.read_text(encoding="utf-8"))
-    for role, name in kmap.functions.items():
+    named = dict(kmap.functions)
+    if kmap.scratch_function:
+        named["scratch"] = kmap.scratch_function
+    for role, name in named.items():
         if not re.search(rf"\b{re.escape(name)}\s*\(", text):
-            raise node.child("functions").child(role).error(
-                f"function '{name}' is not declared in {kmap.header}")
+            where = node.child("scratch").child("function") if role == "scratch" else (
+                node.child("functions").child(role))
+            raise where.error(f"function '{name}' is not declared in {kmap.header}")
     for i, selector in enumerate(kmap.selectors.values()):
         if not re.search(rf"\b{re.escape(selector)}\b", text):
             raise node.child("contracts").child(i).child("selector").error(

@@ -1,0 +1,227 @@
+"""prepare-calls: LoweredIR -> call-ready IR bound to each kernel map's C ABI.
+
+- Memory plan: every intermediate buffer of a phase gets an offset in that
+  phase's arena; a buffer's bytes are reused once its last reader has run
+  (first fit, 64-byte aligned).  The phase's results become trailing output
+  arguments, written in place by the kernels that produce them.
+- Each ``v8.kernel`` becomes a ``v8.call`` whose arguments follow the map's
+  ABI: buffers, dimension constants, the resolved contract's selector
+  constant, the threadpool when the resolved execution says threadpool, and
+  the shared scratch region sized at run time by the map's scratch function.
+  Elementwise ops the printer owns become ``v8.inline``.
+- The functions bound must be the ones the kernel map binds and the ledger
+  pinned; the pass checks both, and every op against the ledger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    FunctionType,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from v8dialect.abi_binding import BindingError, bind
+from v8dialect.contracts import load_registry
+from v8dialect.diagnostics import V8Error, data_error, op_error
+from v8dialect.jsondata import DataError
+from v8dialect.kernel_maps import KernelMapSet, load_kernel_maps
+from v8dialect.lowered import AllocOp, ArenaSliceOp, CallOp, CExprAttr, InlineOp, KernelOp, ViewOp
+from v8dialect.pinning import check_pinned
+
+ALIGNMENT = 64
+MAPS_ATTR = "v8.kernel_maps"
+REGISTRY_ATTR = "v8.registry"
+ARENA_ATTR = "v8.arena_bytes"
+SCRATCH_ATTR = "v8.scratch_sizes"
+OUTPUTS_ATTR = "v8.outputs"
+
+ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}
+
+
+def element_bytes(memref: MemRefType[Attribute]) -> int:
+    from v8dialect.ops import dtype_name
+
+    name = dtype_name(memref.get_element_type())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+    if name not in ELEMENT_BYTES:
+        raise ValueError(f"no arena layout for element type {name}")
+    return ELEMENT_BYTES[name]
+
+
+def buffer_bytes(memref: MemRefType[Attribute]) -> int:
+    total = element_bytes(memref)
+    for d in memref.get_shape():  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
+        total *= int(d)  # pyright: ignore[reportUnknownArgumentType]
+    return total
+
+
+def align(n: int) -> int:
+    return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+# ---- memory plan -----------------------------------------------------------------
+
+
+def last_use(value: SSAValue, position: dict[Operation, int]) -> int:
+    """Index of the last op reading value, following views (they alias it)."""
+    last = -1
+    for use in value.uses:
+        last = max(last, position[use.operation])
+        if isinstance(use.operation, ViewOp):
+            last = max(last, last_use(use.operation.result, position))
+    return last
+
+
+def first_fit(size: int, live: list[tuple[int, int]]) -> int:
+    """Lowest aligned offset where [offset, offset + size) misses every live block."""
+    offset = 0
+    for start, end in sorted(live):
+        if offset + size <= start:
+            break
+        offset = max(offset, align(end))
+    return offset
+
+
+def plan_arena(allocs: list[AllocOp], position: dict[Operation, int]) -> tuple[dict[AllocOp, int], int]:
+    offsets: dict[AllocOp, int] = {}
+    live: list[tuple[int, int, int]] = []  # (start, end, last use)
+    arena = 0
+    for alloc in allocs:
+        here = position[alloc]
+        live = [blk for blk in live if blk[2] >= here]
+        size = align(buffer_bytes(alloc.result.type))  # pyright: ignore[reportArgumentType]
+        offset = first_fit(size, [(s, e) for s, e, _ in live])
+        offsets[alloc] = offset
+        live.append((offset, offset + size, last_use(alloc.result, position)))
+        arena = max(arena, offset + size)
+    return offsets, arena
+
+
+# ---- function rewriting ------------------------------------------------------------
+
+
+@dataclass
+class FunctionPreparation:
+    fn: func.FuncOp
+    maps: KernelMapSet
+    scratch_sizes: list[str]
+
+    def run(self) -> None:
+        outputs = self.bind_outputs()
+        ops = list(self.fn.body.block.ops)
+        position = {op: i for i, op in enumerate(ops)}
+        allocs = [op for op in ops if isinstance(op, AllocOp)]
+        offsets, arena = plan_arena(allocs, position)
+        for alloc in allocs:
+            self.replace(alloc, ArenaSliceOp.create(
+                properties={"offset": IntegerAttr(offsets[alloc], IndexType())},
+                result_types=[alloc.result.type]))
+        for op in ops:
+            if isinstance(op, KernelOp):
+                self.replace(op, self.call_for(op))
+        self.fn.attributes[ARENA_ATTR] = IntegerAttr(arena, IndexType())
+        self.fn.attributes[SCRATCH_ATTR] = ArrayAttr([CExprAttr(StringAttr(s)) for s in self.scratch_sizes])
+        self.fn.attributes[OUTPUTS_ATTR] = IntegerAttr(outputs, IndexType())
+
+    def bind_outputs(self) -> int:
+        """The phase's results become trailing arguments the producing kernels write."""
+        block = self.fn.body.block
+        ret = block.last_op
+        assert isinstance(ret, func.ReturnOp)
+        n_outputs = len(ret.arguments)
+        for value in ret.arguments:
+            producer = value.owner
+            if not isinstance(producer, AllocOp):
+                raise V8Error([op_error(ret, "prepare-calls: a phase result must be a kernel's own "
+                                        "output buffer (not an argument or a view)")])
+            arg = block.insert_arg(value.type, len(block.args))
+            arg.name_hint = "out"
+            value.replace_all_uses_with(arg)
+            producer.detach()
+            producer.erase()
+        new_ret = func.ReturnOp()
+        new_ret.location = ret.location
+        block.insert_op_before(new_ret, ret)
+        ret.detach()
+        ret.erase()
+        inputs = [a.type for a in block.args]
+        self.fn.function_type = FunctionType.from_lists(inputs, [])
+        return n_outputs
+
+    def call_for(self, op: KernelOp) -> Operation:
+        common = {"node": op.node, "phase": op.phase, "resolved": op.resolved}
+        if op.resolved.word("emission") == "inline":
+            return InlineOp.create(operands=list(op.buffers), properties={"kind": op.kind, **common})
+        kmap = self.maps.get(op.resolved.word("kernel"))
+        if kmap is None:
+            raise V8Error([op_error(op, f"prepare-calls: kernel '{op.resolved.word('kernel')}' is in "
+                                    "no loaded kernel map")])
+        for role in ("oracle", "production", "threadpool"):
+            pinned, bound = op.resolved.word(role), kmap.function(role)
+            if pinned and pinned != bound:
+                raise V8Error([op_error(op, f"prepare-calls: kernel map '{kmap.id}' binds {role} "
+                                        f"'{bound}' but the resolution pinned '{pinned}'")])
+        try:
+            call = bind(op, kmap)
+        except BindingError as e:
+            raise V8Error([op_error(op, f"prepare-calls: kernel '{kmap.id}': {e}")]) from None
+        if call.scratch_size:
+            self.scratch_sizes.append(call.scratch_size)
+        return CallOp.create(
+            operands=call.buffers,
+            properties={"callee": StringAttr(call.callee), "args": ArrayAttr(call.args), **common},
+        )
+
+    @staticmethod
+    def replace(old: Operation, new: Operation) -> None:
+        new.location = old.location
+        block = old.parent_block()
+        assert block is not None
+        block.insert_op_before(new, old)
+        for a, b in zip(old.results, new.results, strict=True):
+            a.replace_all_uses_with(b)
+        old.detach()
+        old.erase()
+
+
+def _locations(option: str | None) -> list[Path] | None:
+    return [Path(p) for p in option.split(",") if p] if option else None
+
+
+@dataclass(frozen=True)
+class PrepareCalls(ModulePass):
+    """Plan each phase's arena and bind every kernel call to its C ABI."""
+
+    name = "prepare-calls"
+
+    kernel_maps: str | None = None
+    """Kernel-map locations (default: those resolve-contracts used, else the packaged ones)."""
+
+    def load_maps(self, module: ModuleOp) -> KernelMapSet:
+        recorded = module.attributes.get(MAPS_ATTR)
+        maps_option = self.kernel_maps or (recorded.data if isinstance(recorded, StringAttr) else None)
+        registry_attr = module.attributes.get(REGISTRY_ATTR)
+        registry_option = registry_attr.data if isinstance(registry_attr, StringAttr) else None
+        try:
+            registry = load_registry(_locations(registry_option))
+            return load_kernel_maps(registry, _locations(maps_option))
+        except DataError as e:
+            raise data_error(e, "kernel map") from None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        check_pinned(op, self.name)
+        maps = self.load_maps(op)
+        for fn in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
+            FunctionPreparation(fn, maps, []).run()
+        check_pinned(op, self.name)

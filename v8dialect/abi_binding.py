@@ -1,0 +1,178 @@
+"""Bind a kernel invocation to its kernel map's C ABI, argument by argument.
+
+Every ABI argument is looked up by name among the values the invocation
+defines: its buffers (by role), its dimensions (from buffer shapes), its
+scalar parameters, and the entry point's runtime names (`pool`, `scratch`,
+`n_past`).  An argument nothing defines is an error — the binder never
+guesses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    IndexType,
+    IntAttr,
+    IntegerAttr,
+    MemRefType,
+    StringAttr,
+    f32,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, SSAValue
+
+from v8dialect.kernel_maps import KernelMap
+from v8dialect.lowered import CExprAttr, KernelOp
+
+# ABI names that refer to a buffer under another role name
+BUFFER_ALIASES: Mapping[str, str] = {"y": "out", "pos": "positions"}
+
+WORKERS = "v8_threadpool_workers(pool)"
+
+
+class BindingError(Exception):
+    pass
+
+
+def shape_of(value: SSAValue) -> tuple[int, ...]:
+    assert isinstance(value.type, MemRefType)
+    return tuple(value.type.get_shape())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+
+
+def _product(dims: tuple[int, ...]) -> int:
+    total = 1
+    for d in dims:
+        total *= d
+    return total
+
+
+def _param_float(op: KernelOp, name: str) -> Attribute:
+    value = op.params.data[name]
+    assert isinstance(value, FloatAttr)
+    return FloatAttr(value.value.data, f32)
+
+
+def _dims_attention(op: KernelOp) -> dict[str, Attribute]:
+    t, h, d = shape_of(op.buffer("q"))
+    hkv, capacity, _ = shape_of(op.buffer("k"))
+    mask = op.params.data["mask"]
+    causal = 1 if "causal" in str(mask) else 0
+    return {
+        "n_q": IntegerAttr(t, i64), "n_head": IntegerAttr(h, i64), "n_head_kv": IntegerAttr(hkv, i64),
+        "head_dim": IntegerAttr(d, i64), "kv_capacity": IntegerAttr(capacity, i64),
+        "kv_len": CExprAttr(StringAttr(f"n_past + {t}")), "q_pos0": CExprAttr(StringAttr("n_past")),
+        "causal": IntegerAttr(causal, i32), "scale": _param_float(op, "scale"),
+    }
+
+
+def _dims_projection(op: KernelOp) -> dict[str, Attribute]:
+    t, k = shape_of(op.buffer("x"))
+    n = shape_of(op.buffer("w"))[0]
+    return {"m": IntegerAttr(t, i64), "n": IntegerAttr(n, i64), "k": IntegerAttr(k, i64)}
+
+
+def _dims_rmsnorm(op: KernelOp) -> dict[str, Attribute]:
+    dims = shape_of(op.buffer("x"))
+    return {"n_rows": IntegerAttr(_product(dims[:-1]), i64), "n": IntegerAttr(dims[-1], i64),
+            "eps": _param_float(op, "eps")}
+
+
+def _dims_per_head(op: KernelOp) -> dict[str, Attribute]:
+    t, h, d = shape_of(op.buffer("x"))
+    values: dict[str, Attribute] = {
+        "n_tokens": IntegerAttr(t, i64), "n_head": IntegerAttr(h, i64), "head_dim": IntegerAttr(d, i64)}
+    if "eps" in op.params.data:
+        values["eps"] = _param_float(op, "eps")
+    if "freq_base" in op.params.data:
+        values["freq_base"] = _param_float(op, "freq_base")
+        n_dims = op.params.data["n_dims"]
+        assert isinstance(n_dims, IntegerAttr)
+        values["n_rot"] = IntegerAttr(n_dims.value.data, i64)
+    return values
+
+
+def _dims_embedding(op: KernelOp) -> dict[str, Attribute]:
+    (t,) = shape_of(op.buffer("ids"))
+    vocab, dim = shape_of(op.buffer("table"))
+    return {"n_tokens": IntegerAttr(t, i64), "n_vocab": IntegerAttr(vocab, i64), "dim": IntegerAttr(dim, i64)}
+
+
+DIMENSIONS: Mapping[str, Callable[[KernelOp], dict[str, Attribute]]] = {
+    "attention": _dims_attention,
+    "linear": _dims_projection,
+    "logits": _dims_projection,
+    "rmsnorm": _dims_rmsnorm,
+    "qk_norm": _dims_per_head,
+    "rope": _dims_per_head,
+    "embedding": _dims_embedding,
+}
+
+
+@dataclass(frozen=True)
+class BoundCall:
+    callee: str
+    args: list[Attribute]
+    buffers: list[SSAValue]
+    scratch_size: str | None  # a C expression, when the kernel needs scratch
+
+
+def named_values(op: KernelOp, threadpool: bool) -> dict[str, Attribute]:
+    dims = DIMENSIONS.get(op.kind.data)
+    if dims is None:
+        raise BindingError(f"no ABI binding for op kind '{op.kind.data}'")
+    workers: Attribute = CExprAttr(StringAttr(WORKERS)) if threadpool else IntegerAttr(1, i64)
+    values: dict[str, Attribute] = {
+        "contract": CExprAttr(StringAttr(op.resolved.word("selector"))),
+        "scratch": CExprAttr(StringAttr("scratch")),
+        "scratch_bytes": CExprAttr(StringAttr("scratch_bytes")),
+        "n_workers": workers,
+        "parts": workers,
+    }
+    values.update(dims(op))
+    return values
+
+
+def bind(op: KernelOp, kmap: KernelMap) -> BoundCall:
+    threadpool = op.resolved.execution.word("runtime") == "threadpool"
+    values = named_values(op, threadpool)
+    buffers: list[SSAValue] = []
+    args: list[Attribute] = [CExprAttr(StringAttr("pool"))] if threadpool else []
+    for arg in kmap.abi_args:
+        args.append(_bind_arg(op, arg.name, arg.role, values, buffers))
+    callee = op.resolved.word("threadpool" if threadpool else "production")
+    scratch = None
+    if kmap.scratch_function:
+        parts = [_c_text(values[a]) for a in kmap.scratch_args]
+        scratch = f"{kmap.scratch_function}({', '.join(parts)})"
+    return BoundCall(callee, args, buffers, scratch)
+
+
+def _bind_arg(op: KernelOp, name: str, role: str, values: dict[str, Attribute],
+              buffers: list[SSAValue]) -> Attribute:
+    if role in ("input", "output", "weight", "kv_cache"):
+        buffer_role = BUFFER_ALIASES.get(name, name)
+        if op.has_role(buffer_role):
+            buffers.append(op.buffer(buffer_role))
+            return IntegerAttr(len(buffers) - 1, IndexType())
+        if name == "bias":
+            return CExprAttr(StringAttr("NULL"))
+        raise BindingError(f"argument '{name}' ({role}) names no buffer of this '{op.kind.data}' op")
+    if name in values:
+        return values[name]
+    raise BindingError(f"cannot bind argument '{name}' ({role}) of a '{op.kind.data}' op")
+
+
+def _c_text(value: Attribute) -> str:
+    match value:
+        case CExprAttr():
+            return value.text.data
+        case IntegerAttr():
+            return str(value.value.data)
+        case IntAttr():
+            return str(value.data)
+        case _:
+            raise BindingError(f"scratch size argument {value} is not an integer expression")
