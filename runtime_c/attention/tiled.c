@@ -328,37 +328,54 @@ static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t 
         memset(Kf + nk * D, 0, sizeof(float) * (size_t)((nkc - nk) * D));
         memset(Vf + nk * D, 0, sizeof(float) * (size_t)((nkc - nk) * D));
 
-        /* scores: P[j][r] = fma chain over d of Qt[d][r] * K[j][d], four keys x 64 rows */
+        /* scores: P[j][r] = fma chain over d of Qt[d][r] * K[j][d], four keys x 64 rows;
+         * the 16 accumulators are named so they stay in registers */
         for (int64_t j = 0; j < nkc; j += 4) {
-            __m512 acc[4][4];
-            for (int jj = 0; jj < 4; ++jj) {
-                for (int rv = 0; rv < 4; ++rv) {
-                    acc[jj][rv] = _mm512_setzero_ps();
-                }
-            }
+            __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+            __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+            __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+            __m512 a30 = a00, a31 = a00, a32 = a00, a33 = a00;
             const float *k0 = Kf + j * D;
             for (int64_t d = 0; d < D; ++d) {
                 const __m512 q0 = _mm512_loadu_ps(Qt + d * TQ);
                 const __m512 q1 = _mm512_loadu_ps(Qt + d * TQ + 16);
                 const __m512 q2 = _mm512_loadu_ps(Qt + d * TQ + 32);
                 const __m512 q3 = _mm512_loadu_ps(Qt + d * TQ + 48);
-                for (int jj = 0; jj < 4; ++jj) {
-                    const __m512 kb = _mm512_set1_ps(k0[jj * D + d]);
-                    acc[jj][0] = _mm512_fmadd_ps(q0, kb, acc[jj][0]);
-                    acc[jj][1] = _mm512_fmadd_ps(q1, kb, acc[jj][1]);
-                    acc[jj][2] = _mm512_fmadd_ps(q2, kb, acc[jj][2]);
-                    acc[jj][3] = _mm512_fmadd_ps(q3, kb, acc[jj][3]);
-                }
+                __m512 kb = _mm512_set1_ps(k0[d]);
+                a00 = _mm512_fmadd_ps(q0, kb, a00); a01 = _mm512_fmadd_ps(q1, kb, a01);
+                a02 = _mm512_fmadd_ps(q2, kb, a02); a03 = _mm512_fmadd_ps(q3, kb, a03);
+                kb = _mm512_set1_ps(k0[D + d]);
+                a10 = _mm512_fmadd_ps(q0, kb, a10); a11 = _mm512_fmadd_ps(q1, kb, a11);
+                a12 = _mm512_fmadd_ps(q2, kb, a12); a13 = _mm512_fmadd_ps(q3, kb, a13);
+                kb = _mm512_set1_ps(k0[2 * D + d]);
+                a20 = _mm512_fmadd_ps(q0, kb, a20); a21 = _mm512_fmadd_ps(q1, kb, a21);
+                a22 = _mm512_fmadd_ps(q2, kb, a22); a23 = _mm512_fmadd_ps(q3, kb, a23);
+                kb = _mm512_set1_ps(k0[3 * D + d]);
+                a30 = _mm512_fmadd_ps(q0, kb, a30); a31 = _mm512_fmadd_ps(q1, kb, a31);
+                a32 = _mm512_fmadd_ps(q2, kb, a32); a33 = _mm512_fmadd_ps(q3, kb, a33);
             }
-            for (int jj = 0; jj < 4; ++jj) {
-                const __m512i key = _mm512_set1_epi32((int32_t)(t0 + j + jj));
-                for (int rv = 0; rv < 4; ++rv) {
-                    const __m512i e = _mm512_loadu_si512((const void *)(endv + 16 * rv));
-                    const __mmask16 vis = _mm512_cmp_epi32_mask(key, e, _MM_CMPINT_LT);
-                    const __m512 sc = _mm512_mul_ps(acc[jj][rv], vscale);
-                    _mm512_storeu_ps(P + (j + jj) * TQ + 16 * rv, _mm512_mask_blend_ps(vis, ninf, sc));
-                }
-            }
+            const __m512i e0 = _mm512_loadu_si512((const void *)endv);
+            const __m512i e1 = _mm512_loadu_si512((const void *)(endv + 16));
+            const __m512i e2 = _mm512_loadu_si512((const void *)(endv + 32));
+            const __m512i e3 = _mm512_loadu_si512((const void *)(endv + 48));
+#define V8_STORE_SCORES(jj, x0, x1, x2, x3)                                                  \
+    do {                                                                                     \
+        const __m512i key = _mm512_set1_epi32((int32_t)(t0 + j + (jj)));                    \
+        float *dst = P + (j + (jj)) * TQ;                                                    \
+        _mm512_storeu_ps(dst, _mm512_mask_blend_ps(_mm512_cmp_epi32_mask(key, e0, _MM_CMPINT_LT), \
+                                                   ninf, _mm512_mul_ps(x0, vscale)));        \
+        _mm512_storeu_ps(dst + 16, _mm512_mask_blend_ps(_mm512_cmp_epi32_mask(key, e1, _MM_CMPINT_LT), \
+                                                        ninf, _mm512_mul_ps(x1, vscale)));   \
+        _mm512_storeu_ps(dst + 32, _mm512_mask_blend_ps(_mm512_cmp_epi32_mask(key, e2, _MM_CMPINT_LT), \
+                                                        ninf, _mm512_mul_ps(x2, vscale)));   \
+        _mm512_storeu_ps(dst + 48, _mm512_mask_blend_ps(_mm512_cmp_epi32_mask(key, e3, _MM_CMPINT_LT), \
+                                                        ninf, _mm512_mul_ps(x3, vscale)));   \
+    } while (0)
+            V8_STORE_SCORES(0, a00, a01, a02, a03);
+            V8_STORE_SCORES(1, a10, a11, a12, a13);
+            V8_STORE_SCORES(2, a20, a21, a22, a23);
+            V8_STORE_SCORES(3, a30, a31, a32, a33);
+#undef V8_STORE_SCORES
         }
 
         for (int rv = 0; rv < 4; ++rv) {
@@ -419,33 +436,45 @@ static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t 
             _mm512_storeu_ps(S + 16 * rv, _mm512_mask_blend_ps(live, Sold, Snew));
         }
 
-        /* values: At[d][r] = fma chain over keys of P[j][r] * V[j][d], from At */
+        /* values: At[d][r] = fma chain over keys of P[j][r] * V[j][d], from At;
+         * four d x 64 rows in 16 named accumulators */
         for (int64_t d = 0; d < D; d += 4) {
-            __m512 acc[4][4];
-            for (int dd = 0; dd < 4; ++dd) {
-                for (int rv = 0; rv < 4; ++rv) {
-                    acc[dd][rv] = _mm512_loadu_ps(At + (d + dd) * TQ + 16 * rv);
-                }
-            }
+            float *a0p = At + d * TQ;
+            __m512 a00 = _mm512_loadu_ps(a0p), a01 = _mm512_loadu_ps(a0p + 16);
+            __m512 a02 = _mm512_loadu_ps(a0p + 32), a03 = _mm512_loadu_ps(a0p + 48);
+            __m512 a10 = _mm512_loadu_ps(a0p + 64), a11 = _mm512_loadu_ps(a0p + 80);
+            __m512 a12 = _mm512_loadu_ps(a0p + 96), a13 = _mm512_loadu_ps(a0p + 112);
+            __m512 a20 = _mm512_loadu_ps(a0p + 128), a21 = _mm512_loadu_ps(a0p + 144);
+            __m512 a22 = _mm512_loadu_ps(a0p + 160), a23 = _mm512_loadu_ps(a0p + 176);
+            __m512 a30 = _mm512_loadu_ps(a0p + 192), a31 = _mm512_loadu_ps(a0p + 208);
+            __m512 a32 = _mm512_loadu_ps(a0p + 224), a33 = _mm512_loadu_ps(a0p + 240);
             for (int64_t j = 0; j < nkc; ++j) {
                 const __m512 p0 = _mm512_loadu_ps(P + j * TQ);
                 const __m512 p1 = _mm512_loadu_ps(P + j * TQ + 16);
                 const __m512 p2 = _mm512_loadu_ps(P + j * TQ + 32);
                 const __m512 p3 = _mm512_loadu_ps(P + j * TQ + 48);
                 const float *vr = Vf + j * D + d;
-                for (int dd = 0; dd < 4; ++dd) {
-                    const __m512 vb = _mm512_set1_ps(vr[dd]);
-                    acc[dd][0] = _mm512_fmadd_ps(p0, vb, acc[dd][0]);
-                    acc[dd][1] = _mm512_fmadd_ps(p1, vb, acc[dd][1]);
-                    acc[dd][2] = _mm512_fmadd_ps(p2, vb, acc[dd][2]);
-                    acc[dd][3] = _mm512_fmadd_ps(p3, vb, acc[dd][3]);
-                }
+                __m512 vb = _mm512_set1_ps(vr[0]);
+                a00 = _mm512_fmadd_ps(p0, vb, a00); a01 = _mm512_fmadd_ps(p1, vb, a01);
+                a02 = _mm512_fmadd_ps(p2, vb, a02); a03 = _mm512_fmadd_ps(p3, vb, a03);
+                vb = _mm512_set1_ps(vr[1]);
+                a10 = _mm512_fmadd_ps(p0, vb, a10); a11 = _mm512_fmadd_ps(p1, vb, a11);
+                a12 = _mm512_fmadd_ps(p2, vb, a12); a13 = _mm512_fmadd_ps(p3, vb, a13);
+                vb = _mm512_set1_ps(vr[2]);
+                a20 = _mm512_fmadd_ps(p0, vb, a20); a21 = _mm512_fmadd_ps(p1, vb, a21);
+                a22 = _mm512_fmadd_ps(p2, vb, a22); a23 = _mm512_fmadd_ps(p3, vb, a23);
+                vb = _mm512_set1_ps(vr[3]);
+                a30 = _mm512_fmadd_ps(p0, vb, a30); a31 = _mm512_fmadd_ps(p1, vb, a31);
+                a32 = _mm512_fmadd_ps(p2, vb, a32); a33 = _mm512_fmadd_ps(p3, vb, a33);
             }
-            for (int dd = 0; dd < 4; ++dd) {
-                for (int rv = 0; rv < 4; ++rv) {
-                    _mm512_storeu_ps(At + (d + dd) * TQ + 16 * rv, acc[dd][rv]);
-                }
-            }
+            _mm512_storeu_ps(a0p, a00); _mm512_storeu_ps(a0p + 16, a01);
+            _mm512_storeu_ps(a0p + 32, a02); _mm512_storeu_ps(a0p + 48, a03);
+            _mm512_storeu_ps(a0p + 64, a10); _mm512_storeu_ps(a0p + 80, a11);
+            _mm512_storeu_ps(a0p + 96, a12); _mm512_storeu_ps(a0p + 112, a13);
+            _mm512_storeu_ps(a0p + 128, a20); _mm512_storeu_ps(a0p + 144, a21);
+            _mm512_storeu_ps(a0p + 160, a22); _mm512_storeu_ps(a0p + 176, a23);
+            _mm512_storeu_ps(a0p + 192, a30); _mm512_storeu_ps(a0p + 208, a31);
+            _mm512_storeu_ps(a0p + 224, a32); _mm512_storeu_ps(a0p + 240, a33);
         }
     }
     task_store(a, w, h, r0, nr);
@@ -543,36 +572,33 @@ static void tiled_task_avx2(const v8_attn_args *a, const tiled_ws *w, int64_t h,
             }
             const float *qb = Qt + 32 * rh;
             for (int64_t j = 0; j < nkc; j += 2) {
-                __m256 acc[2][4];
-                for (int jj = 0; jj < 2; ++jj) {
-                    for (int rv = 0; rv < 4; ++rv) {
-                        acc[jj][rv] = _mm256_setzero_ps();
-                    }
-                }
+                __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+                __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
                 const float *k0 = Kf + j * D;
                 for (int64_t d = 0; d < D; ++d) {
                     const __m256 q0 = _mm256_loadu_ps(qb + d * TQ);
                     const __m256 q1 = _mm256_loadu_ps(qb + d * TQ + 8);
                     const __m256 q2 = _mm256_loadu_ps(qb + d * TQ + 16);
                     const __m256 q3 = _mm256_loadu_ps(qb + d * TQ + 24);
-                    for (int jj = 0; jj < 2; ++jj) {
-                        const __m256 kb = _mm256_broadcast_ss(k0 + jj * D + d);
-                        acc[jj][0] = _mm256_fmadd_ps(q0, kb, acc[jj][0]);
-                        acc[jj][1] = _mm256_fmadd_ps(q1, kb, acc[jj][1]);
-                        acc[jj][2] = _mm256_fmadd_ps(q2, kb, acc[jj][2]);
-                        acc[jj][3] = _mm256_fmadd_ps(q3, kb, acc[jj][3]);
-                    }
+                    __m256 kb = _mm256_broadcast_ss(k0 + d);
+                    a00 = _mm256_fmadd_ps(q0, kb, a00); a01 = _mm256_fmadd_ps(q1, kb, a01);
+                    a02 = _mm256_fmadd_ps(q2, kb, a02); a03 = _mm256_fmadd_ps(q3, kb, a03);
+                    kb = _mm256_broadcast_ss(k0 + D + d);
+                    a10 = _mm256_fmadd_ps(q0, kb, a10); a11 = _mm256_fmadd_ps(q1, kb, a11);
+                    a12 = _mm256_fmadd_ps(q2, kb, a12); a13 = _mm256_fmadd_ps(q3, kb, a13);
                 }
-                for (int jj = 0; jj < 2; ++jj) {
-                    const __m256i key = _mm256_set1_epi32((int32_t)(t0 + j + jj));
-                    for (int rv = 0; rv < 4; ++rv) {
-                        const __m256i e = _mm256_loadu_si256((const __m256i *)(endv + 32 * rh + 8 * rv));
-                        const __m256 vis = _mm256_castsi256_ps(_mm256_cmpgt_epi32(e, key));
-                        const __m256 sc = _mm256_mul_ps(acc[jj][rv], vscale);
-                        _mm256_storeu_ps(P + (j + jj) * TQ + 32 * rh + 8 * rv,
-                                         _mm256_blendv_ps(ninf, sc, vis));
-                    }
-                }
+                const __m256i *ev = (const __m256i *)(endv + 32 * rh);
+#define V8_STORE_SCORES2(jj, x, rv)                                                       \
+    _mm256_storeu_ps(P + (j + (jj)) * TQ + 32 * rh + 8 * (rv),                            \
+                     _mm256_blendv_ps(ninf, _mm256_mul_ps(x, vscale),                     \
+                                      _mm256_castsi256_ps(_mm256_cmpgt_epi32(             \
+                                          _mm256_loadu_si256(ev + (rv)),                  \
+                                          _mm256_set1_epi32((int32_t)(t0 + j + (jj)))))))
+                V8_STORE_SCORES2(0, a00, 0); V8_STORE_SCORES2(0, a01, 1);
+                V8_STORE_SCORES2(0, a02, 2); V8_STORE_SCORES2(0, a03, 3);
+                V8_STORE_SCORES2(1, a10, 0); V8_STORE_SCORES2(1, a11, 1);
+                V8_STORE_SCORES2(1, a12, 2); V8_STORE_SCORES2(1, a13, 3);
+#undef V8_STORE_SCORES2
             }
         }
         if (nrv <= 4) {
@@ -650,12 +676,11 @@ static void tiled_task_avx2(const v8_attn_args *a, const tiled_ws *w, int64_t h,
                 break;
             }
             for (int64_t d = 0; d < D; d += 2) {
-                __m256 acc[2][4];
-                for (int dd = 0; dd < 2; ++dd) {
-                    for (int rv = 0; rv < 4; ++rv) {
-                        acc[dd][rv] = _mm256_loadu_ps(At + (d + dd) * TQ + 32 * rh + 8 * rv);
-                    }
-                }
+                float *a0p = At + d * TQ + 32 * rh;
+                __m256 a00 = _mm256_loadu_ps(a0p), a01 = _mm256_loadu_ps(a0p + 8);
+                __m256 a02 = _mm256_loadu_ps(a0p + 16), a03 = _mm256_loadu_ps(a0p + 24);
+                __m256 a10 = _mm256_loadu_ps(a0p + TQ), a11 = _mm256_loadu_ps(a0p + TQ + 8);
+                __m256 a12 = _mm256_loadu_ps(a0p + TQ + 16), a13 = _mm256_loadu_ps(a0p + TQ + 24);
                 for (int64_t j = 0; j < nkc; ++j) {
                     const float *pj = P + j * TQ + 32 * rh;
                     const __m256 p0 = _mm256_loadu_ps(pj);
@@ -663,19 +688,17 @@ static void tiled_task_avx2(const v8_attn_args *a, const tiled_ws *w, int64_t h,
                     const __m256 p2 = _mm256_loadu_ps(pj + 16);
                     const __m256 p3 = _mm256_loadu_ps(pj + 24);
                     const float *vr = Vf + j * D + d;
-                    for (int dd = 0; dd < 2; ++dd) {
-                        const __m256 vb = _mm256_broadcast_ss(vr + dd);
-                        acc[dd][0] = _mm256_fmadd_ps(p0, vb, acc[dd][0]);
-                        acc[dd][1] = _mm256_fmadd_ps(p1, vb, acc[dd][1]);
-                        acc[dd][2] = _mm256_fmadd_ps(p2, vb, acc[dd][2]);
-                        acc[dd][3] = _mm256_fmadd_ps(p3, vb, acc[dd][3]);
-                    }
+                    __m256 vb = _mm256_broadcast_ss(vr);
+                    a00 = _mm256_fmadd_ps(p0, vb, a00); a01 = _mm256_fmadd_ps(p1, vb, a01);
+                    a02 = _mm256_fmadd_ps(p2, vb, a02); a03 = _mm256_fmadd_ps(p3, vb, a03);
+                    vb = _mm256_broadcast_ss(vr + 1);
+                    a10 = _mm256_fmadd_ps(p0, vb, a10); a11 = _mm256_fmadd_ps(p1, vb, a11);
+                    a12 = _mm256_fmadd_ps(p2, vb, a12); a13 = _mm256_fmadd_ps(p3, vb, a13);
                 }
-                for (int dd = 0; dd < 2; ++dd) {
-                    for (int rv = 0; rv < 4; ++rv) {
-                        _mm256_storeu_ps(At + (d + dd) * TQ + 32 * rh + 8 * rv, acc[dd][rv]);
-                    }
-                }
+                _mm256_storeu_ps(a0p, a00); _mm256_storeu_ps(a0p + 8, a01);
+                _mm256_storeu_ps(a0p + 16, a02); _mm256_storeu_ps(a0p + 24, a03);
+                _mm256_storeu_ps(a0p + TQ, a10); _mm256_storeu_ps(a0p + TQ + 8, a11);
+                _mm256_storeu_ps(a0p + TQ + 16, a12); _mm256_storeu_ps(a0p + TQ + 24, a13);
             }
         }
     }

@@ -287,8 +287,9 @@ def build_lib(with_online: bool = False):
     sources = list(RUNTIME_CORE_SOURCES) + ["attention/tiled.c"]
     cdef = RUNTIME_CORE_CDEF + _provider_cdef("v8_attn_tiled")
     if with_online:
-        sources += ["attention/online.c"]
+        sources += ["attention/online.c", "attention/tiled_auto.c"]
         cdef += _provider_cdef("v8_attn_auto") + "int v8_attn_auto_uses_tiled(int64_t n_q, int64_t head_dim);\n"
+        cdef += "int v8_attn_online_dot_tree(void);\n"
     cdef += "v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, void *fn, void *ctx);\n"
     return build(CBuild(name="v8_attn_tiled_test" + ("_auto" if with_online else ""), cdef=cdef,
                         source='#include "attention/v8_attention_tiled.h"\n',

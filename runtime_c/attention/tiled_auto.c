@@ -1,0 +1,54 @@
+/* Provider attn_auto_qtile64: contract f16_flash_auto_qtile64.
+ *
+ * ggml decides per flash-attention call (one prefill segment) between its
+ * one-chunk online path and its 64x64 tiled path: tiled when the query batch
+ * is at least 64 rows AND the value head dim is a multiple of the f32 SIMD
+ * width it was built for (16 on AVX-512).  The composite names that rule so a
+ * segment of 64+ rows at D = 72 on the AVX-512 reference stays on the
+ * single-range contract, exactly like the reference.  Each branch is a whole
+ * contract delivered by its own provider; this file only chooses. */
+#include "v8_attention_tiled.h"
+
+/* f32 lanes of the reference ggml build's tiled-path condition (DV % GGML_F32_EPR). */
+#define AUTO_LANES 16
+
+int v8_attn_auto_uses_tiled(int64_t n_q, int64_t head_dim) {
+    return n_q >= V8_ATTN_TILE_Q && head_dim % AUTO_LANES == 0;
+}
+
+size_t v8_attn_auto_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
+                                  int n_workers) {
+    const size_t t = v8_attn_tiled_scratch_bytes(n_q, n_head, head_dim, n_workers);
+    const size_t o = v8_attn_online_f16kv_scratch_bytes(n_q, n_head, head_dim, n_workers);
+    return t > o ? t : o;
+}
+
+#define AUTO_FORWARD                                                                     \
+    out, q, k, v, n_q, n_head, n_head_kv, head_dim, kv_len, kv_capacity, q_pos0, causal, \
+        scale, scratch, scratch_bytes
+
+v8_status v8_attn_auto_ref(V8_ATTN_ARGS_DECL) {
+    V8_REQUIRE(contract == V8_ATTN_F16_FLASH_AUTO_QTILE64, V8_ERR_UNKNOWN_SELECTOR);
+    if (v8_attn_auto_uses_tiled(n_q, head_dim)) {
+        return v8_attn_tiled_ref(V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE, AUTO_FORWARD);
+    }
+    return v8_attn_online_f16kv_ref(V8_ATTN_F16_ONLINE_SINGLE_RANGE, AUTO_FORWARD);
+}
+
+v8_status v8_attn_auto(V8_ATTN_ARGS_DECL) {
+    V8_REQUIRE(contract == V8_ATTN_F16_FLASH_AUTO_QTILE64, V8_ERR_UNKNOWN_SELECTOR);
+    if (v8_attn_auto_uses_tiled(n_q, head_dim)) {
+        return v8_attn_tiled(V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE, AUTO_FORWARD);
+    }
+    return v8_attn_online_f16kv(V8_ATTN_F16_ONLINE_SINGLE_RANGE, AUTO_FORWARD);
+}
+
+v8_status v8_attn_auto_parallel_dispatch(v8_threadpool *pool, V8_ATTN_ARGS_DECL) {
+    V8_REQUIRE(contract == V8_ATTN_F16_FLASH_AUTO_QTILE64, V8_ERR_UNKNOWN_SELECTOR);
+    if (v8_attn_auto_uses_tiled(n_q, head_dim)) {
+        return v8_attn_tiled_parallel_dispatch(
+            pool, V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE, AUTO_FORWARD);
+    }
+    return v8_attn_online_f16kv_parallel_dispatch(pool, V8_ATTN_F16_ONLINE_SINGLE_RANGE,
+                                                  AUTO_FORWARD);
+}
