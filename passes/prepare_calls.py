@@ -46,6 +46,9 @@ REGISTRY_ATTR = "v8.registry"
 ARENA_ATTR = "v8.arena_bytes"
 SCRATCH_ATTR = "v8.scratch_sizes"
 OUTPUTS_ATTR = "v8.outputs"
+CHECKS_ATTR = "v8.runtime_checks"
+HEADERS_ATTR = "v8.c_headers"
+SOURCES_ATTR = "v8.c_sources"
 
 ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}
 
@@ -116,6 +119,9 @@ class FunctionPreparation:
     fn: func.FuncOp
     maps: KernelMapSet
     scratch_sizes: list[str]
+    checks: list[str]
+    headers: set[str]
+    sources: set[str]
 
     def run(self) -> None:
         outputs = self.bind_outputs()
@@ -133,6 +139,7 @@ class FunctionPreparation:
         self.fn.attributes[ARENA_ATTR] = IntegerAttr(arena, IndexType())
         self.fn.attributes[SCRATCH_ATTR] = ArrayAttr([CExprAttr(StringAttr(s)) for s in self.scratch_sizes])
         self.fn.attributes[OUTPUTS_ATTR] = IntegerAttr(outputs, IndexType())
+        self.fn.attributes[CHECKS_ATTR] = ArrayAttr([CExprAttr(StringAttr(c)) for c in self.checks])
 
     def bind_outputs(self) -> int:
         """The phase's results become trailing arguments the producing kernels write."""
@@ -176,8 +183,14 @@ class FunctionPreparation:
             call = bind(op, kmap)
         except BindingError as e:
             raise V8Error([op_error(op, f"prepare-calls: kernel '{kmap.id}': {e}")]) from None
-        if call.scratch_size:
+        if call.scratch_size and call.scratch_size not in self.scratch_sizes:
             self.scratch_sizes.append(call.scratch_size)
+        self.checks += [c for c in call.checks if c not in self.checks]
+        self.headers.add(kmap.header)
+        root = Path(kmap.source).parent
+        while not (root / kmap.header).is_file() and root != root.parent:
+            root = root.parent  # the maps root: where header paths start
+        self.sources.update(str((root / src).resolve()) for src in kmap.sources)
         return CallOp.create(
             operands=call.buffers,
             properties={"callee": StringAttr(call.callee), "args": ArrayAttr(call.args), **common},
@@ -222,6 +235,10 @@ class PrepareCalls(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         check_pinned(op, self.name)
         maps = self.load_maps(op)
+        headers: set[str] = set()
+        sources: set[str] = set()
         for fn in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
-            FunctionPreparation(fn, maps, []).run()
+            FunctionPreparation(fn, maps, [], [], headers, sources).run()
+        op.attributes[HEADERS_ATTR] = ArrayAttr([StringAttr(h) for h in sorted(headers)])
+        op.attributes[SOURCES_ATTR] = ArrayAttr([StringAttr(s) for s in sorted(sources)])
         check_pinned(op, self.name)

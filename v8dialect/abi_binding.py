@@ -118,6 +118,7 @@ class BoundCall:
     args: list[Attribute]
     buffers: list[SSAValue]
     scratch_size: str | None  # a C expression, when the kernel needs scratch
+    checks: list[str]  # C conditions the entry point verifies before any kernel runs
 
 
 def named_values(op: KernelOp, threadpool: bool) -> dict[str, Attribute]:
@@ -148,7 +149,15 @@ def bind(op: KernelOp, kmap: KernelMap) -> BoundCall:
     if kmap.scratch_function:
         parts = [_c_text(values[a]) for a in kmap.scratch_args]
         scratch = f"{kmap.scratch_function}({', '.join(parts)})"
-    return BoundCall(callee, args, buffers, scratch)
+    return BoundCall(callee, args, buffers, scratch, runtime_checks(op))
+
+
+def runtime_checks(op: KernelOp) -> list[str]:
+    if op.kind.data != "attention":
+        return []
+    t = shape_of(op.buffer("q"))[0]
+    capacity = shape_of(op.buffer("k"))[1]
+    return [f"n_past + {t} <= {capacity}"]
 
 
 def _bind_arg(op: KernelOp, name: str, role: str, values: dict[str, Attribute],

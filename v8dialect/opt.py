@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr,
 from xdsl.ir import Dialect, Operation
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
+from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from v8dialect.diagnostics import V8Error, located, op_error
@@ -84,6 +85,12 @@ def _v8_dialect() -> Dialect:
     return V8
 
 
+def _c_target() -> type[Target]:
+    from v8passes.emit_c import CTarget
+
+    return CTarget
+
+
 class V8OptMain(xDSLOptMain):
     def __init__(self, args: Sequence[str] | None = None) -> None:
         argv = sys.argv[1:] if args is None else list(args)
@@ -100,6 +107,10 @@ class V8OptMain(xDSLOptMain):
         for name, factory in get_all_passes().items():
             if name not in self.available_passes:
                 self.register_pass(name, factory)
+
+    def register_all_targets(self) -> None:
+        super().register_all_targets()
+        self.available_targets["c"] = _c_target
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)

@@ -5,6 +5,7 @@ Imported at every xdsl-opt start, so everything here is a lazy factory.
 
 from xdsl.ir import Dialect
 from xdsl.universe import Universe
+from xdsl.utils.target import Target
 
 from v8passes import get_all_passes
 
@@ -15,4 +16,12 @@ def _v8_dialect() -> Dialect:
     return V8
 
 
-V8_UNIVERSE = Universe(all_dialects={"v8": _v8_dialect}, all_passes=get_all_passes())
+def _c_target() -> type[Target]:
+    from v8passes.emit_c import CTarget
+
+    return CTarget
+
+
+V8_UNIVERSE = Universe(
+    all_dialects={"v8": _v8_dialect}, all_passes=get_all_passes(), all_targets={"c": _c_target}
+)

@@ -1,0 +1,348 @@
+"""The C printer: call-ready IR -> one C translation unit (`-t c`).
+
+Per phase (function) it prints an entry point
+
+    v8_status <phase>(v8_threadpool *pool, int64_t n_past, void *arena,
+                      void *scratch, size_t scratch_bytes, <inputs...>, <outputs...>);
+
+plus ``<phase>_arena_bytes()`` and ``<phase>_scratch_bytes(pool)``.  Each
+``v8.call`` becomes one call of the bound production or threadpool function
+with the resolved contract's selector constant; each ``v8.inline`` calls the
+printer's own intrinsic code, dispatched as its kernel map declares.  Before
+printing anything the printer checks every op against the resolution ledger
+and every call against its pinned resolution; any difference is an error and
+no C is printed.  Output is deterministic.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+)
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.utils.target import Target
+
+from v8dialect.diagnostics import V8Error, located, op_error
+from v8dialect.lowered import ArenaSliceOp, CallOp, CExprAttr, InlineOp, ViewOp
+from v8dialect.ops import dtype_name
+from v8dialect.pinning import check_pinned
+from v8passes.c_inline import NEEDS_OPS_HEADER, inline_functions
+
+STAGE = "emit-c"
+HEADERS_ATTR = "v8.c_headers"
+
+C_ELEMENT = {"f32": "float", "f16": "uint16_t", "bf16": "uint16_t", "i32": "int32_t",
+             "q4_k": "void", "q6_k": "void"}
+C_KEYWORDS = frozenset({"int", "float", "double", "char", "void", "return", "if", "else", "for",
+                        "while", "const", "static", "pool", "n_past", "arena", "scratch",
+                        "scratch_bytes", "st", "base", "auto", "case", "default"})
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def element_c_type(value: SSAValue) -> str:
+    assert isinstance(value.type, MemRefType)
+    return C_ELEMENT[dtype_name(value.type.get_element_type())]  # pyright: ignore
+
+
+# ---- checks before printing ----------------------------------------------------------
+
+
+def call_problems(op: CallOp) -> list[str]:
+    """A call must use the function and selector its pinned resolution names."""
+    resolved = op.resolved
+    threadpool = resolved.execution.word("runtime") == "threadpool"
+    expected = resolved.word("threadpool" if threadpool else "production")
+    problems: list[str] = []
+    if op.callee.data != expected:
+        problems.append(f"calls '{op.callee.data}' but the resolution binds '{expected}'")
+    constants = [a.text.data for a in op.args.data
+                 if isinstance(a, CExprAttr) and a.text.data.startswith("V8_")]
+    if constants != [resolved.word("selector")]:
+        problems.append(f"passes selector {constants} but the resolved contract's selector is "
+                        f"'{resolved.word('selector')}'")
+    return problems
+
+
+def check_call_ready(module: ModuleOp) -> None:
+    check_pinned(module, STAGE)
+    errors: list[str] = []
+    for op in module.walk():
+        if isinstance(op, CallOp):
+            errors += [op_error(op, f"{STAGE}: {p}") for p in call_problems(op)]
+        elif op.dialect_name() == "v8" and not isinstance(op, ArenaSliceOp | ViewOp | InlineOp):
+            errors.append(op_error(op, f"{STAGE}: '{op.name}' is not call-ready; run "
+                                   "lower-to-kernels and prepare-calls first"))
+    if errors:
+        raise V8Error(errors)
+
+
+# ---- printing ------------------------------------------------------------------------
+
+
+@dataclass
+class CWriter:
+    out: IO[str]
+    indent: int = 0
+
+    def line(self, text: str = "") -> None:
+        self.out.write(("    " * self.indent + text).rstrip() + "\n")
+
+
+@dataclass
+class PhasePrinter:
+    fn: func.FuncOp
+    w: CWriter
+    names: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
+
+    @property
+    def phase(self) -> str:
+        return self.fn.sym_name.data
+
+    def n_outputs(self) -> int:
+        attr = self.fn.attributes.get("v8.outputs")
+        assert isinstance(attr, IntegerAttr)
+        return attr.value.data
+
+    def parameters(self) -> list[str]:
+        args = list(self.fn.body.block.args)
+        first_output = len(args) - self.n_outputs()
+        params: list[str] = []
+        used: set[str] = set()
+        for i, arg in enumerate(args):
+            name = self.unique_name(arg, used, i)
+            const = "" if i >= first_output else "const "
+            params.append(f"{const}{element_c_type(arg)} *{name}")
+        return params
+
+    def unique_name(self, arg: BlockArgument, used: set[str], index: int) -> str:
+        hint = arg.name_hint or ""
+        name = hint if IDENTIFIER.fullmatch(hint) and hint not in C_KEYWORDS else f"arg{index}"
+        while name in used:
+            name += "_"
+        used.add(name)
+        self.names[arg] = name
+        return name
+
+    def print(self) -> None:
+        arena = self.fn.attributes.get("v8.arena_bytes")
+        assert isinstance(arena, IntegerAttr)
+        self.w.line(f"/* ---- phase {self.phase} ---- */")
+        self.w.line(f"size_t {self.phase}_arena_bytes(void) {{ return {arena.value.data}u; }}")
+        self.w.line()
+        self.print_scratch_function()
+        params = ", ".join(["v8_threadpool *pool", "int64_t n_past", "void *arena", "void *scratch",
+                            "size_t scratch_bytes", *self.parameters()])
+        self.w.line(f"v8_status {self.phase}({params}) {{")
+        self.w.indent += 1
+        self.print_checks()
+        for op in self.fn.body.block.ops:
+            self.print_op(op)
+        self.w.indent -= 1
+        self.w.line("}")
+        self.w.line()
+
+    def print_scratch_function(self) -> None:
+        sizes = self.fn.attributes.get("v8.scratch_sizes")
+        assert isinstance(sizes, ArrayAttr)
+        self.w.line(f"size_t {self.phase}_scratch_bytes(v8_threadpool *pool) {{")
+        self.w.indent += 1
+        self.w.line("size_t need = 0;")
+        uses_pool = False
+        for size in sizes.data:
+            assert isinstance(size, CExprAttr)
+            uses_pool |= "pool" in size.text.data
+            self.w.line(f"need = v8_max_size(need, {size.text.data});")
+        if not uses_pool:
+            self.w.line("(void)pool;")
+        self.w.line("return need;")
+        self.w.indent -= 1
+        self.w.line("}")
+        self.w.line()
+
+    def print_checks(self) -> None:
+        pointers = ["arena"] + [self.names[a] for a in self.fn.body.block.args]
+        self.w.line("/* every argument is checked before the first kernel writes anything */")
+        self.w.line(f"V8_REQUIRE({' && '.join(f'{p} != NULL' for p in pointers)}, V8_ERR_NULL_ARGUMENT);")
+        if self.uses_threadpool():
+            self.w.line("V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);")
+        self.w.line("V8_REQUIRE(n_past >= 0, V8_ERR_BAD_DIMENSION);")
+        for limit in self.runtime_checks():
+            self.w.line(f"V8_REQUIRE({limit}, V8_ERR_BAD_DIMENSION);")
+        self.w.line(f"V8_REQUIRE(scratch_bytes >= {self.phase}_scratch_bytes(pool) && "
+                    "(scratch != NULL || scratch_bytes == 0), V8_ERR_BAD_DIMENSION);")
+        self.w.line("(void)scratch;")
+        self.w.line("(void)n_past;")
+        self.w.line("char *base = (char *)arena;")
+        self.w.line("(void)base;")
+        self.w.line("v8_status st = V8_OK;")
+        self.w.line("(void)st;")
+
+    def uses_threadpool(self) -> bool:
+        return any(isinstance(op, CallOp) and op.callee.data == op.resolved.word("threadpool")
+                   and op.resolved.word("threadpool") for op in self.fn.body.block.ops)
+
+    def runtime_checks(self) -> Iterator[str]:
+        """Conditions prepare-calls derived from the kernels' ABIs (e.g. KV capacity)."""
+        checks = self.fn.attributes.get("v8.runtime_checks")
+        if isinstance(checks, ArrayAttr):
+            for check in checks.data:
+                assert isinstance(check, CExprAttr)
+                yield check.text.data
+
+    def print_op(self, op: Operation) -> None:
+        match op:
+            case ArenaSliceOp():
+                name = f"b{len(self.names)}"
+                self.names[op.result] = name
+                c_type = element_c_type(op.result)
+                self.w.line(f"{c_type} *{name} = ({c_type} *)(base + {op.offset.value.data});")
+            case ViewOp():
+                self.names[op.result] = self.names[op.source]
+            case CallOp():
+                self.print_call(op)
+            case InlineOp():
+                self.print_inline(op)
+            case func.ReturnOp():
+                self.w.line("return V8_OK;")
+            case _:
+                raise V8Error([op_error(op, f"{STAGE}: cannot print '{op.name}'")])
+
+    def comment(self, op: CallOp | InlineOp) -> None:
+        r = op.resolved
+        ex = r.execution
+        self.w.line(f"/* {op.node.data}: {r.word('kernel')} delivers {r.word('contract')}; "
+                    f"{ex.word('runtime')} {ex.word('partition')}, order effect "
+                    f"{ex.word('reduction_order_effect')} */")
+
+    def print_call(self, op: CallOp) -> None:
+        self.comment(op)
+        args = [self.argument(op, a) for a in op.args.data]
+        self.w.line(f"st = {op.callee.data}({', '.join(args)});")
+        self.w.line("if (st != V8_OK) {")
+        self.w.line("    return st;")
+        self.w.line("}")
+
+    def argument(self, op: CallOp, arg: Attribute) -> str:
+        match arg:
+            case IntegerAttr(type=IndexType()):
+                return self.names[op.buffers[arg.value.data]]
+            case IntegerAttr():
+                return str(arg.value.data)
+            case FloatAttr():
+                return c_float(arg.value.data)
+            case CExprAttr():
+                return arg.text.data
+            case _:
+                raise V8Error([op_error(op, f"{STAGE}: cannot print argument {arg}")])
+
+    def print_inline(self, op: InlineOp) -> None:
+        self.comment(op)
+        *inputs, out = op.buffers
+        if len(inputs) != 2:
+            raise V8Error([op_error(op, f"{STAGE}: inline '{op.kind.data}' takes two inputs")])
+        assert isinstance(out.type, MemRefType)
+        count = 1
+        for d in out.type.get_shape():  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
+            count *= int(d)  # pyright: ignore[reportUnknownArgumentType]
+        names = [self.names[v] for v in (out, *inputs)]
+        self.w.line(f"v8_inline_{op.kind.data}({', '.join(names)}, {count});")
+
+
+def c_float(value: float) -> str:
+    """A float32 literal that reads back to the same bits (9 significant digits suffice)."""
+    text = format(value, ".9g")
+    if not any(c in text for c in ".en"):
+        text += ".0"
+    return f"{text}f"
+
+
+def inline_kinds(module: ModuleOp) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Each inline op kind with the ISA dispatch its kernel map declared (one per kind)."""
+    kinds: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for op in module.walk():
+        if isinstance(op, InlineOp):
+            ex = op.resolved.execution
+            declared = (ex.word("isa_dispatch"), tuple(v.data for v in ex.isa_variants.data))
+            previous = kinds.setdefault(op.kind.data, declared)
+            if previous != declared:
+                raise V8Error([op_error(op, f"{STAGE}: inline '{op.kind.data}' is declared with two "
+                                        f"ISA dispatches ({previous} and {declared})")])
+    return dict(sorted(kinds.items()))
+
+
+def headers(module: ModuleOp) -> list[str]:
+    attr = module.attributes.get(HEADERS_ATTR)
+    found = [h.data for h in attr.data if isinstance(h, StringAttr)] if isinstance(attr, ArrayAttr) else []
+    return sorted(set(found))
+
+
+PRELUDE = """\
+/* Generated by v8 (the C printer of call-ready IR).  Every kernel call below was
+ * resolved from a declared numerical contract; see the comment above each call. */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#include "v8_runtime.h"
+"""
+
+FP_DISCIPLINE = """
+/* The contracts pin every rounding: no contraction of a*b+c into an FMA. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+static inline size_t v8_max_size(size_t a, size_t b) { return a > b ? a : b; }
+"""
+
+
+def print_module(module: ModuleOp, out: IO[str]) -> None:
+    check_call_ready(module)
+    kinds = inline_kinds(module)
+    includes = headers(module)
+    if NEEDS_OPS_HEADER & set(kinds) and "ops/v8_ops.h" not in includes:
+        includes.append("ops/v8_ops.h")
+    w = CWriter(out)
+    out.write(PRELUDE)
+    # kernel headers live beside include/ under runtime_c, so -I runtime_c/include finds them
+    for header in includes:
+        w.line(f'#include "../{header}"')
+    out.write(FP_DISCIPLINE)
+    w.line()
+    for kind, (dispatch, variants) in kinds.items():
+        w.line(f"/* ---- inline {kind}: {dispatch} dispatch over {', '.join(variants)} ---- */")
+        out.write(inline_functions(kind, dispatch, variants))
+        w.line()
+    functions = [op for op in module.walk() if isinstance(op, func.FuncOp)]
+    if not functions:
+        raise V8Error([located("<module>", f"{STAGE}: no phase functions to print")])
+    for fn in functions:
+        PhasePrinter(fn, w).print()
+
+
+@dataclass(frozen=True)
+class CTarget(Target):
+    """`-t c`: print call-ready IR as one C translation unit."""
+
+    name = "c"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        print_module(module, output)
