@@ -1,0 +1,204 @@
+"""Compile a v8 module to native code and call its phases from Python.
+
+    program = v8dialect.build.build(module_or_text)
+    out = program.run("decode", x=x, w=w, ..., n_past=0, workers=2)
+
+Runs whatever pipeline stages the module still needs (resolve-contracts,
+lower-to-kernels, prepare-calls), prints the C, compiles it with runtime_c and
+the kernels' sources through cffi (cached by content hash) and returns a
+Program whose phases take and return numpy arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from io import StringIO
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import func, get_all_dialects
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr
+from xdsl.parser import Parser
+from xdsl.passes import ModulePass, PassPipeline
+
+from pathlib import Path
+
+from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild
+from v8dialect.cbuild import build as compile_extension
+from v8dialect.dialect import V8
+from v8dialect.ledger import read_ledger
+from v8dialect.lowered import KernelOp
+from v8dialect.ops import GraphOp, dtype_name
+
+NUMPY_DTYPES: Mapping[str, Any] = {"f32": np.float32, "f16": np.uint16, "bf16": np.uint16,
+                                   "i32": np.int32, "q4_k": np.uint8, "q6_k": np.uint8}
+BLOCK_BYTES = {"q4_k": 144, "q6_k": 210}
+ALIGN = 64
+
+
+def context() -> Context:
+    ctx = Context()
+    for name, factory in get_all_dialects().items():
+        ctx.register_dialect(name, factory)
+    ctx.load_dialect(V8)
+    return ctx
+
+
+def parse(text: str, name: str = "<string>") -> ModuleOp:
+    return Parser(context(), text, name).parse_module()
+
+
+def stages_needed(module: ModuleOp, **resolve_options: str | None) -> list[ModulePass]:
+    from v8passes.lower_to_kernels import LowerToKernels
+    from v8passes.prepare_calls import PrepareCalls
+    from v8passes.resolve_contracts import ResolveContracts
+
+    ops = list(module.walk())
+    stages: list[ModulePass] = []
+    if read_ledger(module) is None:
+        options = {k: v for k, v in resolve_options.items() if v is not None}
+        stages.append(ResolveContracts(**options))  # type: ignore[arg-type]
+    if stages or any(isinstance(op, GraphOp) for op in ops):
+        stages.append(LowerToKernels())
+    if stages or any(isinstance(op, KernelOp) for op in ops):
+        stages.append(PrepareCalls())
+    return stages
+
+
+def emit_c(module: ModuleOp) -> str:
+    from v8passes.emit_c import print_module
+
+    out = StringIO()
+    print_module(module, out)
+    return out.getvalue()
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    def nbytes_expected(self) -> int:
+        count = int(np.prod(self.shape)) if self.shape else 1
+        if self.dtype in BLOCK_BYTES:
+            return count // 256 * BLOCK_BYTES[self.dtype]
+        return count * np.dtype(NUMPY_DTYPES[self.dtype]).itemsize
+
+
+@dataclass(frozen=True)
+class PhaseSignature:
+    name: str
+    inputs: tuple[Buffer, ...]
+    outputs: tuple[Buffer, ...]
+
+    def cdef(self) -> str:
+        pointers = ", ".join(["void *"] * (len(self.inputs) + len(self.outputs)))
+        return (f"size_t {self.name}_arena_bytes(void);\n"
+                f"size_t {self.name}_scratch_bytes(v8_threadpool *pool);\n"
+                f"v8_status {self.name}(v8_threadpool *pool, int64_t n_past, void *arena, void *scratch, "
+                f"size_t scratch_bytes, {pointers});\n")
+
+
+def signature(fn: func.FuncOp) -> PhaseSignature:
+    outputs_attr = fn.attributes.get("v8.outputs")
+    assert isinstance(outputs_attr, IntegerAttr)
+    n_out = outputs_attr.value.data
+    buffers: list[Buffer] = []
+    for i, arg in enumerate(fn.body.block.args):
+        assert isinstance(arg.type, MemRefType)
+        dtype = dtype_name(arg.type.get_element_type())  # pyright: ignore
+        shape = tuple(int(d) for d in arg.type.get_shape())  # pyright: ignore
+        buffers.append(Buffer(arg.name_hint or f"arg{i}", dtype, shape))
+    split = len(buffers) - n_out
+    return PhaseSignature(fn.sym_name.data, tuple(buffers[:split]), tuple(buffers[split:]))
+
+
+def _aligned(nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    raw = np.zeros(nbytes + ALIGN, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % ALIGN
+    return raw[offset:offset + nbytes]
+
+
+@dataclass
+class Program:
+    """A compiled module: call ``run(phase, ...)`` with numpy arrays."""
+
+    extension: ModuleType
+    phases: Mapping[str, PhaseSignature]
+    c_source: str
+    _pools: dict[int, Any] = field(default_factory=dict[int, Any])
+
+    def pool(self, workers: int) -> Any:
+        if workers not in self._pools:
+            pool = self.extension.lib.v8_threadpool_create(workers)
+            if pool == self.extension.ffi.NULL:
+                raise ValueError(f"cannot create a threadpool of {workers} workers")
+            self._pools[workers] = pool
+        return self._pools[workers]
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            self.extension.lib.v8_threadpool_destroy(pool)
+        self._pools.clear()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def run(self, phase: str, *, n_past: int = 0, workers: int = 1,
+            **inputs: np.ndarray[Any, Any]) -> list[np.ndarray[Any, Any]]:
+        sig = self.phases.get(phase)
+        if sig is None:
+            raise ValueError(f"no phase '{phase}' (phases: {', '.join(self.phases)})")
+        ffi, lib = self.extension.ffi, self.extension.lib
+        pool = self.pool(workers)
+        args = [self._input(ffi, buf, inputs) for buf in sig.inputs]
+        unknown = sorted(set(inputs) - {b.name for b in sig.inputs})
+        if unknown:
+            raise ValueError(f"{phase}: unknown inputs {unknown}")
+        outputs = [np.zeros(b.shape, dtype=NUMPY_DTYPES[b.dtype]) for b in sig.outputs]
+        arena = _aligned(getattr(lib, f"{phase}_arena_bytes")())
+        scratch_bytes = getattr(lib, f"{phase}_scratch_bytes")(pool)
+        scratch = _aligned(max(scratch_bytes, 1))
+        status = getattr(lib, phase)(pool, n_past, ffi.from_buffer(arena), ffi.from_buffer(scratch),
+                                     scratch_bytes, *args, *(ffi.from_buffer(o) for o in outputs))
+        if status != 0:
+            name = ffi.string(lib.v8_status_name(status)).decode()
+            raise RuntimeError(f"{phase} failed: {name} (status {status})")
+        return outputs
+
+    @staticmethod
+    def _input(ffi: Any, buf: Buffer, inputs: Mapping[str, np.ndarray[Any, Any]]) -> Any:
+        if buf.name not in inputs:
+            raise ValueError(f"missing input '{buf.name}' ({buf.dtype}{list(buf.shape)})")
+        array = np.ascontiguousarray(inputs[buf.name])
+        if array.nbytes != buf.nbytes_expected():
+            raise ValueError(f"input '{buf.name}' has {array.nbytes} bytes, expected "
+                             f"{buf.nbytes_expected()} ({buf.dtype}{list(buf.shape)})")
+        return ffi.from_buffer(array)
+
+
+def build(module: ModuleOp | str, *, kernel_maps: str | None = None, registry: str | None = None,
+          mode: str = "bringup", name: str = "v8_model") -> Program:
+    if isinstance(module, str):
+        module = parse(module)
+    PassPipeline(tuple(stages_needed(module, kernel_maps=kernel_maps, registry=registry,
+                                     mode=mode))).apply(context(), module)
+    c_source = emit_c(module)
+    functions = [op for op in module.walk() if isinstance(op, func.FuncOp)]
+    phases = {fn.sym_name.data: signature(fn) for fn in functions}
+    sources_attr = module.attributes.get("v8.c_sources")
+    kernel_sources: Sequence[str] = (
+        [s.data for s in sources_attr.data if isinstance(s, StringAttr)]
+        if isinstance(sources_attr, ArrayAttr) else [])
+    spec = CBuild(
+        name=name,
+        cdef=RUNTIME_CORE_CDEF + "".join(p.cdef() for p in phases.values()),
+        source=c_source,
+        runtime_sources=RUNTIME_CORE_SOURCES,
+        extra_sources=tuple(Path(s) for s in kernel_sources),
+    )
+    return Program(compile_extension(spec), phases, c_source)
