@@ -280,6 +280,14 @@ v8_status {prefix}_parallel_dispatch(v8_threadpool *pool, {ATTN_ARGS});
 """
 
 
+def build_llama_regular():
+    from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+    return build(CBuild(name="v8_attn_llama_regular_test",
+                        cdef=RUNTIME_CORE_CDEF + _provider_cdef("v8_attn_llama_regular"),
+                        source='#include "attention/v8_attention_tiled.h"\n',
+                        runtime_sources=tuple(RUNTIME_CORE_SOURCES) + ("attention/llama_regular.c",)))
+
+
 def build_lib(with_online: bool = False):
     """Compile runtime core + our attention sources (and the single-range provider
     the auto composite dispatches to); returns the cffi module."""
@@ -345,3 +353,73 @@ def mismatch(a, b):
     diff = a.view(np.uint32) != b.view(np.uint32)
     err = float(np.max(np.abs(a.astype(F64) - b.astype(F64)))) if a.size else 0.0
     return int(diff.sum()), err
+
+
+# ---- fp32_llama_regular ----------------------------------------------------------
+
+def llama_regular(q, k16, v16, kv_len, q_pos0, causal, scale, n_head_kv):
+    """The regular (non-flash) path with this provider's declared dot orders
+    (sequential fma chains): q rounded to fp16; scores fp32; soft_max as ggml's
+    (scale, mask, max, exp16, 16-key sum tree in fp64, fp64 reciprocal); the
+    probabilities rounded to fp16; P.V as an fp32 fma chain over keys."""
+    n_q, n_head, d = q.shape
+    group = n_head // n_head_kv
+    scale = F32(scale)
+    out = np.zeros_like(q, dtype=F32)
+    q16 = q.astype(np.float16).astype(F32)
+    for h in range(n_head):
+        kf = k16[h // group, :kv_len].astype(F32)
+        vf = v16[h // group, :kv_len].astype(F32)
+        s = np.zeros((n_q, kv_len), F32)
+        for i in range(d):
+            s = fma32(q16[:, h, i:i + 1], kf[None, :, i], s)
+        w = (s * scale).astype(F32)
+        rows = np.arange(n_q)
+        end = (q_pos0 + rows + 1) if causal else np.full(n_q, kv_len)
+        w = np.where(np.arange(kv_len)[None, :] < end[:, None], w, F32(-np.inf)).astype(F32)
+        m = w.max(axis=1)
+        p = expf_ggml512((w - m[:, None]).astype(F32))
+        pad = -(-kv_len // 16) * 16
+        pp = np.zeros((n_q, pad), F32)
+        pp[:, :kv_len] = p
+        tot = np.zeros(n_q, F64)
+        for g in range(pad // 16):
+            tot = tot + reduce16(pp[:, 16 * g:16 * g + 16]).astype(F64)
+        inv = (1.0 / tot).astype(F32)
+        p16 = (p * inv[:, None]).astype(F32).astype(np.float16).astype(F32)
+        acc = np.zeros((n_q, d), F32)
+        for j in range(kv_len):
+            acc = fma32(p16[:, j:j + 1], vf[None, j, :], acc)
+        out[:, h, :] = acc
+    return out
+
+
+def ggml_regular(case: AttnCase, n_threads: int, pad: int = 256) -> np.ndarray:
+    """llama.cpp's non-flash graph: mul_mat(K f16, Q) -> soft_max_ext(mask f16, scale)
+    -> mul_mat(V^T f16, P) (P converted to fp16 by mul_mat).  Returns [n_q][H][D]."""
+    import ggml
+    import ggml.utils as gu
+    n_kv_pad = -(-case.kv_len // pad) * pad
+    d, hkv = case.head_dim, case.n_head_kv
+    kp = np.zeros((hkv, n_kv_pad, d), np.float16)
+    n_real = min(n_kv_pad, case.capacity)
+    kp[:, :n_real] = case.k16[:, :n_real]
+    vt = np.zeros((hkv, d, n_kv_pad), np.float16)
+    vt[:, :, :n_real] = case.v16[:, :n_real].transpose(0, 2, 1)
+    mask = _mask(case, n_kv_pad, -(-case.n_q // 64) * 64)
+    qh = np.ascontiguousarray(case.q.transpose(1, 0, 2))
+    need = 4 * (qh.nbytes + kp.nbytes + vt.nbytes + mask.nbytes
+                + 2 * case.n_q * case.n_head * n_kv_pad * 4) + (64 << 20)
+    ctx = _ggml_ctx(need)
+    try:
+        tq, tk, tv, tm = (gu.from_numpy(x, ctx) for x in (qh, kp, vt, mask))
+        kq = ggml.ggml_mul_mat(ctx, tk, tq)
+        kq = ggml.ggml_soft_max_ext(ctx, kq, tm, ctypes.c_float(case.scale), 0.0)
+        kqv = ggml.ggml_mul_mat(ctx, tv, kq)
+        gf = ggml.ggml_new_graph(ctx)
+        ggml.ggml_build_forward_expand(gf, kqv)
+        ggml.ggml_graph_compute_with_ctx(ctx, gf, n_threads)
+        res = gu.to_numpy(kqv).reshape(case.n_head, case.n_q, d).transpose(1, 0, 2).copy()
+    finally:
+        ggml.ggml_free(ctx)
+    return res
