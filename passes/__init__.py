@@ -21,8 +21,14 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return PrepareCalls
 
+    def test_corrupt_resolution() -> type[ModulePass]:
+        from v8passes.test_corrupt_resolution import TestCorruptResolution
+
+        return TestCorruptResolution
+
     return {
         "resolve-contracts": resolve_contracts,
+        "test-corrupt-resolution": test_corrupt_resolution,
         "lower-to-kernels": lower_to_kernels,
         "prepare-calls": prepare_calls,
     }
