@@ -73,7 +73,7 @@ OP_FIELDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "logits": (("node", "weight", "features", "contracts"), ("bias", "tied_to")),
     "reshape": ((), ("heads", "flatten")),
     "rope": (("node", "freq_base", "dims", "contracts"), ("sections",)),
-    "attention": (("node", "mask", "scale", "kv_heads", "contracts"), ()),
+    "attention": (("node", "mask", "scale", "kv_heads", "contracts"), ("window",)),
     "residual_add": (("node", "contracts"), ()),
     "swiglu": (("node", "contracts"), ()),
     "geglu": (("node", "contracts"), ()),
@@ -135,6 +135,7 @@ class OpTemplate:
     mask: str | None = None
     scale: tuple[str, str] | None = None
     kv_heads: str | None = None
+    window: str | None = None  # manifest field: sliding-window length
     tensors: tuple[str, ...] = ()
 
     def in_layer(self, kind: str) -> bool:
@@ -399,6 +400,7 @@ def parse_op(node: Node, scope: Scope) -> OpTemplate:
         mask=get("mask").word(MASKS) if has("mask") else None,
         scale=_inverse_scale(get("scale")) if has("scale") else None,
         kv_heads=_manifest_field(get("kv_heads")) if has("kv_heads") else None,
+        window=_manifest_field(get("window")) if has("window") else None,
         tensors=tuple(_tensor_stem(n) for n in get("tensors").items()) if has("tensors") else (),
     )
     _check_op(template, node)

@@ -1,0 +1,688 @@
+"""v8-build: hydrate a circuit with a model manifest into GraphIR.
+
+    v8-build model.gguf --circuit <family> [--prefill-tokens N] [--kv-capacity C] -o out.mlir
+    v8-build config.json --circuit <family> --set kv_cache_dtype=f32 -o out.mlir
+
+The circuit supplies the graph and every requirement; the manifest supplies
+the numbers (layers, heads, dims, RoPE base, epsilon) and the tensor types
+that selectors choose contracts by.  The result is a module with ``@prefill``
+and ``@decode`` (an encoder: ``@prefill`` only) whose arguments are the
+tokens, positions, KV caches and weights, and whose ops carry the contract
+built from the registry, the circuit requirement and a ``loc`` pointing at
+the op's entry in the circuit file.
+
+Nothing here knows a model family: a conflict between manifest and circuit
+(a missing tensor, a shape the circuit does not predict, a head count that
+does not divide, an architecture the circuit does not build) is a located
+error and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BFloat16Type,
+    DictionaryAttr,
+    FileLineColLoc,
+    Float16Type,
+    Float32Type,
+    FloatAttr,
+    IntAttr,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    i32,
+)
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from v8dialect.attributes import (
+    ExecutionRequirementAttr,
+    MaskAttr,
+    Mask,
+    Phase,
+    PhaseAttr,
+    Q4KType,
+    Q6KType,
+    RequirementAttr,
+)
+from v8dialect.circuits import Choice, Circuit, OpTemplate, load_circuit
+from v8dialect.contract_ir import to_attr
+from v8dialect.contracts import ContractRegistry, load_registry
+from v8dialect.jsondata import DataError
+from v8dialect.manifest import (
+    FIELDS,
+    Manifest,
+    ManifestError,
+    ManifestValue,
+    TensorInfo,
+    complete,
+    parse_override,
+    read_manifest,
+)
+from v8dialect.ops import (
+    AttentionOp,
+    EmbeddingOp,
+    GeGLUOp,
+    LinearOp,
+    LogitsOp,
+    QKNormOp,
+    ReshapeOp,
+    ResidualAddOp,
+    RMSNormOp,
+    RopeOp,
+    SwiGLUOp,
+)
+
+DEFAULT_PREFILL_TOKENS = 16
+DEFAULT_KV_CAPACITY = 4096
+DECODE_TOKENS = 1
+CONFIG_WEIGHT_TYPE = "f32"  # a config JSON has no tensors: weights are taken as fp32
+
+# Metadata that changes the arithmetic in ways no circuit op expresses yet; a
+# model stating it must not build silently without it.
+UNEXPRESSED_METADATA = ("rope.scaling.type", "attn_logit_softcapping", "final_logit_softcapping")
+
+TensorType_ = TensorType[Attribute]
+
+
+class BuildError(Exception):
+    """A located build failure: `where` is file:line:col (circuit) or a file name (model)."""
+
+    def __init__(self, where: str, message: str) -> None:
+        self.where = where
+        self.message = message
+        super().__init__(f"{where}: error: {message}")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    prefill_tokens: int = DEFAULT_PREFILL_TOKENS
+    kv_capacity: int | None = None
+    overrides: Mapping[str, ManifestValue] = field(default_factory=dict[str, ManifestValue])
+
+
+# ---- hydration: the manifest the circuit is built with ---------------------------------
+
+
+def hydrate(circuit: Circuit, manifest: Manifest) -> Manifest:
+    """The manifest completed with the circuit's defaults and checked against the circuit."""
+    if manifest.architecture not in circuit.architectures:
+        raise BuildError(manifest.file, f"architecture '{manifest.architecture}' is not one that "
+                                        f"{circuit.file} builds ({', '.join(circuit.architectures)})")
+    for key, wanted in circuit.match.items():
+        found = manifest.raw.get(key)
+        if manifest.source == "gguf" and found != wanted:
+            raise BuildError(manifest.file, f"metadata '{key}' is {found!r}; {circuit.file} builds "
+                                            f"only models where it is '{wanted}'")
+    _refuse_unexpressed(circuit, manifest)
+    try:
+        done = complete(manifest, circuit.defaults, circuit.required)
+    except ManifestError as e:
+        raise BuildError(manifest.file, str(e).removeprefix(f"{manifest.file}: ")) from None
+    _check_heads(manifest.file, done)
+    return done
+
+
+def _refuse_unexpressed(circuit: Circuit, manifest: Manifest) -> None:
+    prefix = circuit.key_prefix or manifest.architecture
+    for suffix in UNEXPRESSED_METADATA:
+        value = manifest.raw.get(f"{prefix}.{suffix}")
+        if value is not None and value not in ("none", 0, 0.0):
+            raise BuildError(manifest.file, f"metadata '{prefix}.{suffix}' = {value!r} changes the "
+                                            f"arithmetic, and {circuit.file} declares no op for it")
+
+
+def _check_heads(file: str, manifest: Manifest) -> None:
+    heads, kv_heads = manifest.get("head_count"), manifest.get("head_count_kv")
+    if isinstance(heads, int) and isinstance(kv_heads, int):
+        if heads < 1 or kv_heads < 1 or heads % kv_heads:
+            raise BuildError(file, f"head_count {heads} is not a multiple of head_count_kv "
+                                   f"{kv_heads} (grouped-query attention needs H % Hkv == 0)")
+
+
+def default_kv_capacity(circuit: Circuit, manifest: Manifest) -> int:
+    """Context length capped at 4096 and at every sliding window (see attention windows)."""
+    capacity = DEFAULT_KV_CAPACITY
+    context = manifest.get("context_length")
+    if isinstance(context, int) and context > 0:
+        capacity = min(capacity, context)
+    for op in circuit.block:
+        if op.kind == "attention" and op.window is not None:
+            window = manifest.get(op.window)
+            if isinstance(window, int) and window > 0:
+                capacity = min(capacity, window)
+    return capacity
+
+
+# ---- types ---------------------------------------------------------------------------
+
+
+def element_type(dtype: str) -> Attribute | None:
+    return {
+        "f32": Float32Type(),
+        "f16": Float16Type(),
+        "bf16": BFloat16Type(),
+        "q4_k": Q4KType(),
+        "q6_k": Q6KType(),
+        "i32": i32,
+    }.get(dtype)
+
+
+def tensor_of(dims: Sequence[int], element: Attribute) -> TensorType_:
+    return TensorType(element, list(dims))
+
+
+def dims_of(value: SSAValue) -> tuple[int, ...]:
+    assert isinstance(value.type, TensorType)
+    return tuple(value.type.get_shape())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+
+
+# ---- function arguments ------------------------------------------------------------
+
+
+@dataclass
+class Arguments:
+    """The entry block's arguments, added on first use; one per (tensor, load transform)."""
+
+    block: Block
+    attrs: list[DictionaryAttr] = field(default_factory=list[DictionaryAttr])
+    by_key: dict[tuple[str, tuple[tuple[str, float], ...]], SSAValue] = field(
+        default_factory=dict[tuple[str, tuple[tuple[str, float], ...]], SSAValue])
+
+    def get(self, name: str, value_type: Attribute, tensor: str | None = None,
+            transforms: Mapping[str, float] | None = None) -> SSAValue:
+        steps = tuple(sorted((transforms or {}).items()))
+        key = (tensor or name, steps)
+        if key in self.by_key:
+            return self.by_key[key]
+        arg = self.block.insert_arg(value_type, len(self.block.args))
+        arg.name_hint = name
+        attrs: dict[str, Attribute] = {}
+        if tensor is not None:
+            attrs["v8.tensor"] = StringAttr(tensor)
+        for step, amount in steps:
+            attrs[f"v8.{step}"] = FloatAttr(amount, Float32Type())
+        self.attrs.append(DictionaryAttr(attrs))
+        self.by_key[key] = arg
+        return arg
+
+
+# ---- one function ---------------------------------------------------------------------
+
+
+@dataclass
+class FunctionBuilder:
+    circuit: Circuit
+    manifest: Manifest
+    registry: ContractRegistry
+    phase: str
+    tokens: int
+    kv_capacity: int
+    block: Block = field(default_factory=Block)
+    args: Arguments = field(init=False)
+    used_tensors: set[str] = field(default_factory=set[str])
+    attention_contracts: set[str] = field(default_factory=set[str])
+
+    def __post_init__(self) -> None:
+        self.args = Arguments(self.block)
+
+    # -- manifest access ---------------------------------------------------------------
+
+    def number(self, name: str, op: OpTemplate) -> int | float:
+        value = self.manifest.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.conflict(op, f"needs manifest value '{name}', which the model does not state "
+                                    "and the circuit gives no default for")
+        return value
+
+    def integer(self, name: str, op: OpTemplate) -> int:
+        value = self.number(name, op)
+        if not isinstance(value, int) or value < 1:
+            raise self.conflict(op, f"manifest value '{name}' = {value} must be a positive integer")
+        return value
+
+    def conflict(self, op: OpTemplate, message: str) -> BuildError:
+        return BuildError(self.manifest.file,
+                          f"{message} (required by '{op.node or op.kind}' at {self.where(op)})")
+
+    def where(self, op: OpTemplate) -> str:
+        return f"{self.circuit.file}:{op.line}:{op.column}"
+
+    def location(self, op: OpTemplate) -> FileLineColLoc:
+        return FileLineColLoc(StringAttr(self.circuit.file), IntAttr(op.line), IntAttr(op.column))
+
+    # -- tensors -----------------------------------------------------------------------
+
+    def weight(self, op: OpTemplate, stem: str, layer: int | None, dims: Sequence[int],
+               transforms: Mapping[str, float] | None = None) -> SSAValue:
+        """The argument for tensor `<prefix><stem>.weight`, checked against the predicted shape."""
+        name = f"{self.circuit.prefix(layer)}{stem}.weight"
+        info = self.tensor_info(op, name, dims)
+        element = element_type(info.dtype)
+        if element is None or info.dtype == "i32":
+            raise self.conflict(op, f"tensor '{name}' has type {info.dtype}, which no v8 element "
+                                    "type represents")
+        self.used_tensors.add(name)
+        return self.args.get(name, tensor_of(info.shape, element), name, transforms)
+
+    def tensor_info(self, op: OpTemplate, name: str, dims: Sequence[int]) -> TensorInfo:
+        tensors = self.manifest.tensors
+        if tensors is None:
+            return TensorInfo(CONFIG_WEIGHT_TYPE, tuple(dims))
+        info = tensors.get(name)
+        if info is None:
+            raise self.conflict(op, f"the model has no tensor '{name}'")
+        if info.shape != tuple(dims):
+            shown = "x".join(str(d) for d in info.shape)
+            wanted = "x".join(str(d) for d in dims)
+            raise self.conflict(op, f"tensor '{name}' is {shown}, the circuit predicts {wanted}")
+        return info
+
+    def has_tensor(self, name: str) -> bool:
+        return self.manifest.tensors is not None and name in self.manifest.tensors
+
+    def weight_dtype(self, value: SSAValue) -> str:
+        from v8dialect.ops import dtype_name
+
+        assert isinstance(value.type, TensorType)
+        return dtype_name(value.type.get_element_type())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+
+    # -- requirements -------------------------------------------------------------------
+
+    def choose(self, op: OpTemplate, weight_type: str | None) -> Choice:
+        facts = {"kv_cache_dtype": str(self.manifest.get("kv_cache_dtype"))}
+        if weight_type is not None:
+            facts["weight_type"] = weight_type
+        choices = op.contracts[self.phase]
+        active = [c for c in choices if c.matches(facts)]
+        if len(active) != 1:
+            shown = ", ".join(f"{k} = {v}" for k, v in sorted(facts.items()))
+            offered = "; ".join(c.describe() for c in choices)
+            count = "no" if not active else f"{len(active)}"
+            raise self.conflict(op, f"{count} {self.phase} requirement of '{op.node}' is active for "
+                                    f"{shown} (declared: {offered})")
+        return active[0]
+
+    def properties(self, op: OpTemplate, layer: int | None,
+                   weight_type: str | None = None) -> dict[str, Attribute]:
+        choice = self.choose(op, weight_type)
+        contract = self.registry.get(choice.contract)
+        assert contract is not None  # the circuit loaded, so every contract exists
+        props: dict[str, Attribute] = {
+            "node": StringAttr(f"{self.circuit.prefix(layer)}{op.node}"),
+            "phase": PhaseAttr(Phase(self.phase)),
+            "contract": to_attr(contract, self.registry),
+            "requirement": RequirementAttr(StringAttr(self.circuit.file), StringAttr(op.status)),
+        }
+        if choice.execution is not None:
+            runtime, partition = choice.execution
+            props["execution"] = ExecutionRequirementAttr(StringAttr(runtime), StringAttr(partition))
+        if op.kind == "attention":
+            self.attention_contracts.add(choice.contract)
+        return props
+
+    # -- ops ---------------------------------------------------------------------------
+
+    def emit(self, op: OpTemplate, values: dict[str, SSAValue], layer: int | None) -> None:
+        inputs = [values[name] for name in op.inputs]
+        emitter = EMITTERS.get(op.kind)
+        if emitter is None:
+            raise BuildError(self.where(op), f"op kind '{op.kind}' has no GraphIR op")
+        result = emitter(self, op, inputs, layer)
+        if isinstance(result, Operation):
+            if op.kind != "reshape":
+                result.location = self.location(op)
+            self.block.add_op(result)
+            out = result.results[0]
+            out.name_hint = op.output
+            values[op.output] = out
+        else:
+            values[op.output] = result
+
+    def emit_embedding(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
+        vocab_size = self.integer("vocab_size", op)
+        width = self.integer("embedding_length", op)
+        transforms: dict[str, float] = {}
+        if op.output_scale is not None:
+            # Scaling the rows in fp32 at load gives the bits of scaling every gathered row
+            # in fp32 afterwards, so the row-copy contract stays exact.
+            transforms["weight_scale"] = math.sqrt(self.number(op.output_scale[1], op))
+        table = self.weight(op, self.stem(op), layer, (vocab_size, width),
+                            {**transforms, **self.offset(op)})
+        out = tensor_of((dims_of(inputs[0])[0], width), Float32Type())
+        return EmbeddingOp.build(operands=[inputs[0], table], result_types=[out],
+                                 properties=self.properties(op, layer, self.weight_dtype(table)))
+
+    def offset(self, op: OpTemplate) -> dict[str, float]:
+        amount = op.weight_offset.get(self.manifest.source, 0.0)
+        return {"weight_offset": amount} if amount else {}
+
+    def stem(self, op: OpTemplate) -> str:
+        assert op.weight is not None
+        return op.weight
+
+    def emit_norm(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
+        (x,) = inputs
+        assert op.eps is not None
+        w = self.weight(op, self.stem(op), layer, (dims_of(x)[-1],), self.offset(op))
+        cls = RMSNormOp if op.kind == "rmsnorm" else QKNormOp
+        props = self.properties(op, layer)
+        props["eps"] = FloatAttr(float(self.number(op.eps, op)), Float32Type())
+        return cls.build(operands=[x, w], result_types=[x.type], properties=props)
+
+    def emit_projection(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
+        (x,) = inputs
+        tokens, k = dims_of(x)
+        n = math.prod(self.integer(f, op) for f in op.features)
+        w = self.weight(op, self.projection_stem(op, layer), layer, (n, k))
+        bias = [self.bias(op, layer, n)] if op.bias is not None else []
+        cls = LinearOp if op.kind == "linear" else LogitsOp
+        return cls.build(operands=[x, w, bias], result_types=[tensor_of((tokens, n), Float32Type())],
+                         properties=self.properties(op, layer, self.weight_dtype(w)))
+
+    def projection_stem(self, op: OpTemplate, layer: int | None) -> str:
+        """The weight's stem, or the tied tensor's when the circuit and the model say so."""
+        if op.tied_to is None or self.circuit.weight_tying == "never":
+            return self.stem(op)
+        if self.circuit.weight_tying == "always":
+            return op.tied_to
+        if self.manifest.tensors is None:
+            tied = self.manifest.get("tie_word_embeddings")
+            return op.tied_to if tied is True else self.stem(op)
+        own = f"{self.circuit.prefix(layer)}{self.stem(op)}.weight"
+        return self.stem(op) if self.has_tensor(own) else op.tied_to
+
+    def bias(self, op: OpTemplate, layer: int | None, n: int) -> SSAValue:
+        assert op.bias is not None
+        name = f"{self.circuit.prefix(layer)}{op.bias}.bias"
+        info = self.tensor_info(op, name, (n,))
+        if info.dtype != "f32":
+            raise self.conflict(op, f"bias '{name}' has type {info.dtype}; biases are fp32")
+        self.used_tensors.add(name)
+        return self.args.get(name, tensor_of((n,), Float32Type()), name)
+
+    def emit_reshape(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
+        (x,) = inputs
+        dims = dims_of(x)
+        if op.flatten:
+            shape = (dims[0], math.prod(dims[1:]))
+        else:
+            assert op.heads is not None
+            heads = self.integer(op.heads, op)
+            if dims[-1] % heads:
+                raise self.conflict(op, f"{dims[-1]} features do not split into {heads} heads "
+                                        f"('{op.heads}')")
+            shape = (dims[0], heads, dims[-1] // heads)
+        assert isinstance(x.type, TensorType)
+        element: Attribute = x.type.get_element_type()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        return ReshapeOp.build(operands=[x], result_types=[tensor_of(shape, element)])
+
+    def emit_rope(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
+        (x,) = inputs
+        assert op.freq_base is not None and op.dims is not None
+        rotary = self.integer(op.dims, op)
+        sections = self.sections(op)
+        streams = (len(sections),) if sections else ()
+        positions = self.args.get("positions", tensor_of((*streams, self.tokens), i32))
+        props = self.properties(op, layer)
+        props["freq_base"] = FloatAttr(float(self.number(op.freq_base, op)), Float32Type())
+        props["n_dims"] = IntegerAttr(rotary, 64)
+        built = RopeOp.build(operands=[x, positions], result_types=[x.type], properties=props)
+        if sections:
+            # The rope op has no sections property yet; the kernel's ABI takes them as a param.
+            built.attributes["sections"] = ArrayAttr([IntegerAttr(s, 64) for s in sections])
+        return built
+
+    def sections(self, op: OpTemplate) -> tuple[int, ...]:
+        if op.sections is None:
+            return ()
+        value = self.manifest.get(op.sections)
+        if not isinstance(value, tuple) or not value:
+            raise self.conflict(op, f"needs manifest value '{op.sections}' (a list of section sizes)")
+        return value
+
+    def emit_attention(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
+        q, k, v = inputs
+        tokens, heads, dim = dims_of(q)
+        assert op.kv_heads is not None and op.scale is not None and op.mask is not None
+        kv_heads = self.integer(op.kv_heads, op)
+        for what, value in (("k", k), ("v", v)):
+            if dims_of(value) != (tokens, kv_heads, dim):
+                raise self.conflict(op, f"{what} is {'x'.join(map(str, dims_of(value)))}; attention "
+                                        f"needs {tokens}x{kv_heads}x{dim} (q's head dim, "
+                                        f"'{op.kv_heads}' heads)")
+        self.check_window(op)
+        kv_dtype = str(self.manifest.get("kv_cache_dtype"))
+        element = element_type(kv_dtype)
+        if element is None:
+            raise self.conflict(op, f"kv_cache_dtype '{kv_dtype}' is not a storage type")
+        capacity = self.kv_capacity if self.circuit.kind == "decoder" else tokens
+        cache_type = tensor_of((kv_heads, capacity, dim), element)
+        prefix = self.circuit.prefix(layer)
+        k_cache = self.args.get(f"{prefix}k_cache", cache_type)
+        v_cache = self.args.get(f"{prefix}v_cache", cache_type)
+        props = self.properties(op, layer)
+        props["mask"] = MaskAttr(Mask(op.mask))
+        props["scale"] = FloatAttr(1.0 / math.sqrt(self.number(op.scale[1], op)), Float32Type())
+        return AttentionOp.build(operands=[q, k_cache, v_cache], result_types=[q.type],
+                                 properties=props)
+
+    def check_window(self, op: OpTemplate) -> None:
+        """A sliding window that never masks anything is plain causal attention; others refuse."""
+        if op.window is None:
+            return
+        window = self.integer(op.window, op)
+        if self.kv_capacity > window:
+            raise self.conflict(op, f"sliding-window attention over {window} positions with a KV "
+                                    f"capacity of {self.kv_capacity}: v8.attention has no window, so "
+                                    f"build with --kv-capacity <= {window} (the window then masks "
+                                    "nothing and causal attention is exact)")
+
+    def emit_binary(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
+        a, b = inputs
+        if a.type != b.type:
+            raise BuildError(self.where(op), f"'{op.node}' combines {a.type} and {b.type}")
+        cls = {"residual_add": ResidualAddOp, "swiglu": SwiGLUOp, "geglu": GeGLUOp}[op.kind]
+        return cls.build(operands=[a, b], result_types=[a.type], properties=self.properties(op, layer))
+
+    # -- the function --------------------------------------------------------------------
+
+    def build(self, name: str) -> FuncOp:
+        values: dict[str, SSAValue] = {}
+        if self.circuit.input == "tokens":
+            values["tokens"] = self.args.get("tokens", tensor_of((self.tokens,), i32))
+        else:
+            width = self.integer_field("embedding_length")
+            values["hidden"] = self.args.get("embeddings", tensor_of((self.tokens, width), Float32Type()))
+        for op in self.circuit.prologue:
+            self.emit(op, values, None)
+        period = self.period()
+        for layer in range(self.integer_field("block_count")):
+            kind = self.circuit.layers.kind_of(layer, period)
+            for op in self.circuit.block:
+                if op.in_layer(kind):
+                    self.emit(op, values, layer)
+        for op in self.circuit.epilogue:
+            self.emit(op, values, None)
+        result = values[self.circuit.result]
+        self.block.add_op(ReturnOp(result))
+        arg_types = [a.type for a in self.block.args]
+        return FuncOp(name, (arg_types, [result.type]), Region(self.block),
+                      arg_attrs=ArrayAttr(self.args.attrs))
+
+    def integer_field(self, name: str) -> int:
+        value = self.manifest.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise BuildError(self.manifest.file, f"manifest value '{name}' must be a positive integer, "
+                                                 f"got {value!r}")
+        return value
+
+    def period(self) -> int | None:
+        every = self.circuit.layers.every
+        return None if every is None else self.integer_field(every)
+
+
+EMITTERS = {
+    "embedding": FunctionBuilder.emit_embedding,
+    "rmsnorm": FunctionBuilder.emit_norm,
+    "qk_norm": FunctionBuilder.emit_norm,
+    "linear": FunctionBuilder.emit_projection,
+    "logits": FunctionBuilder.emit_projection,
+    "reshape": FunctionBuilder.emit_reshape,
+    "rope": FunctionBuilder.emit_rope,
+    "attention": FunctionBuilder.emit_attention,
+    "residual_add": FunctionBuilder.emit_binary,
+    "swiglu": FunctionBuilder.emit_binary,
+    "geglu": FunctionBuilder.emit_binary,
+}
+
+
+# ---- the module ------------------------------------------------------------------------
+
+
+def build_module(circuit: Circuit, manifest: Manifest, registry: ContractRegistry,
+                 options: BuildOptions) -> ModuleOp:
+    manifest = hydrate(circuit, manifest.with_values(options.overrides))
+    capacity = options.kv_capacity or default_kv_capacity(circuit, manifest)
+    if options.prefill_tokens < 1 or capacity < 1:
+        raise BuildError("<command line>", "--prefill-tokens and --kv-capacity must be positive")
+    if circuit.kind == "decoder" and options.prefill_tokens > capacity:
+        raise BuildError("<command line>", f"{options.prefill_tokens} prefill tokens do not fit a KV "
+                                           f"cache of {capacity} positions")
+    functions: list[Operation] = []
+    used: set[str] = set()
+    for phase in circuit.phases:
+        tokens = options.prefill_tokens if phase == "prefill" else DECODE_TOKENS
+        builder = FunctionBuilder(circuit, manifest, registry, phase, tokens, capacity)
+        functions.append(builder.build(phase))
+        used |= builder.used_tensors
+        if phase == "decode" and len(builder.attention_contracts) != 1:
+            found = ", ".join(sorted(builder.attention_contracts)) or "none"
+            raise BuildError(circuit.file, "a decoder must end with exactly one active decode "
+                                           f"attention contract; this model activates: {found}")
+    _refuse_unused_tensors(manifest, used, circuit)
+    module = ModuleOp(functions)
+    module.attributes["v8.circuit"] = StringAttr(circuit.file)
+    module.attributes["v8.manifest"] = manifest_attr(manifest, capacity)
+    return module
+
+
+def _refuse_unused_tensors(manifest: Manifest, used: set[str], circuit: Circuit) -> None:
+    """A tensor the circuit never reads is arithmetic the build would silently drop."""
+    if manifest.tensors is None:
+        return
+    unused = sorted(set(manifest.tensors) - used)
+    if unused:
+        shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
+        raise BuildError(manifest.file, f"{len(unused)} tensor(s) that {circuit.file} never reads: "
+                                        f"{shown}")
+
+
+def manifest_attr(manifest: Manifest, kv_capacity: int) -> DictionaryAttr:
+    """The hydrated values, so a reader of the IR sees what the circuit was built with."""
+    entries: dict[str, Attribute] = {
+        "source": StringAttr(manifest.file),
+        "architecture": StringAttr(manifest.architecture),
+        "kv_capacity": IntegerAttr(kv_capacity, 64),
+    }
+    for name in FIELDS:
+        value = manifest.get(name)
+        if value is None:
+            continue
+        entries[name] = _value_attr(value)
+    return DictionaryAttr(entries)
+
+
+def _value_attr(value: ManifestValue) -> Attribute:
+    match value:
+        case bool():
+            return IntegerAttr(int(value), IntegerType(1))
+        case int():
+            return IntegerAttr(value, 64)
+        case float():
+            return FloatAttr(value, Float32Type())
+        case str():
+            return StringAttr(value)
+        case _:
+            return ArrayAttr([IntegerAttr(v, 64) for v in value])
+
+
+def print_module(module: ModuleOp, stream: IO[str]) -> None:
+    Printer(stream=stream, print_debuginfo=True).print_op(module)
+    stream.write("\n")
+
+
+# ---- command line -------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="v8-build", description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", type=Path, help="a GGUF file or a config JSON")
+    parser.add_argument("--circuit", required=True, help="a family name (circuits/<name>.json) or a path")
+    parser.add_argument("--prefill-tokens", type=int, default=DEFAULT_PREFILL_TOKENS)
+    parser.add_argument("--kv-capacity", type=int, default=None,
+                        help="KV cache positions (default: context length capped at 4096 and at "
+                             "any sliding window)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a manifest value, e.g. kv_cache_dtype=f32")
+    parser.add_argument("--registry", type=Path, action="append", default=None,
+                        help="contract registry files or folders (default: the packaged contracts/)")
+    parser.add_argument("-o", "--output", type=Path, default=None)
+    return parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> None:
+    try:
+        registry = load_registry(args.registry)
+    except DataError as e:
+        raise BuildError(f"{e.file}:{e.json_path}", f"bad contract registry: {e.message}") from None
+    try:
+        circuit = load_circuit(args.circuit, registry)
+    except DataError as e:
+        raise BuildError(f"{e.file}:{e.json_path}", f"bad circuit: {e.message}") from None
+    try:
+        overrides = dict(parse_override(text) for text in args.set)
+        manifest = read_manifest(args.model, circuit.key_prefix, circuit.config_section)
+    except ManifestError as e:
+        raise BuildError(str(args.model), str(e).removeprefix(f"{args.model}: ")) from None
+    module = build_module(circuit, manifest, registry,
+                          BuildOptions(args.prefill_tokens, args.kv_capacity, overrides))
+    try:
+        module.verify()
+    except VerifyException as e:  # a builder bug, not a user error: still no traceback
+        raise BuildError(circuit.file, f"the built module does not verify: {e}") from None
+    if args.output is None:
+        print_module(module, sys.stdout)
+        return
+    with args.output.open("w", encoding="utf-8") as stream:
+        print_module(module, stream)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        run(args)
+    except BuildError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
