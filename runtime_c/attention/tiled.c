@@ -233,6 +233,21 @@ static void task_store(const v8_attn_args *a, const tiled_ws *w, int64_t h, int6
     }
 }
 
+/* Store for a row-major accumulator Ar[64][D]. */
+static void task_store_rows(const v8_attn_args *a, const tiled_ws *w, int64_t h, int64_t r0,
+                            int64_t nr) {
+    const int64_t D = a->head_dim;
+    for (int64_t r = 0; r < nr; ++r) {
+        const float S = w->S[r];
+        const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+        float *o = a->out + ((r0 + r) * a->n_head + h) * D;
+        const float *ar = w->At + r * D;
+        for (int64_t d = 0; d < D; ++d) {
+            o[d] = ar[d] * inv;
+        }
+    }
+}
+
 /* The rescale factor uses the C library's expf per row, as the contract says. */
 static float rescale_factor(float Mold, float Mnew) {
     return Mold == -INFINITY ? 0.0f : expf(Mold - Mnew);
@@ -297,6 +312,78 @@ static void widen_rows_avx512(const uint16_t *src, float *dst, int64_t n) {
     for (; i + 8 <= n; i += 8) {
         _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
     }
+}
+
+/* y[0..n) *= m, n a multiple of 8 */
+static inline void rows_scale_avx512(float *y, int64_t n, float m) {
+    const __m512 vm = _mm512_set1_ps(m);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), vm));
+    }
+    if (i < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
+        _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), vm));
+    }
+}
+
+/* Four rows x 64 d: acc[r][d] = fma(P[j][r], V[j][d], acc[r][d]) for j ascending,
+ * 16 named accumulators so they stay in registers. */
+static inline void pv_4x64_avx512(float *acc, int64_t lda, const float *P, const float *V,
+                                  int64_t ldv, int64_t nkeys) {
+    float *a0 = acc, *a1 = acc + lda, *a2 = acc + 2 * lda, *a3 = acc + 3 * lda;
+    __m512 c00 = _mm512_loadu_ps(a0), c01 = _mm512_loadu_ps(a0 + 16);
+    __m512 c02 = _mm512_loadu_ps(a0 + 32), c03 = _mm512_loadu_ps(a0 + 48);
+    __m512 c10 = _mm512_loadu_ps(a1), c11 = _mm512_loadu_ps(a1 + 16);
+    __m512 c12 = _mm512_loadu_ps(a1 + 32), c13 = _mm512_loadu_ps(a1 + 48);
+    __m512 c20 = _mm512_loadu_ps(a2), c21 = _mm512_loadu_ps(a2 + 16);
+    __m512 c22 = _mm512_loadu_ps(a2 + 32), c23 = _mm512_loadu_ps(a2 + 48);
+    __m512 c30 = _mm512_loadu_ps(a3), c31 = _mm512_loadu_ps(a3 + 16);
+    __m512 c32 = _mm512_loadu_ps(a3 + 32), c33 = _mm512_loadu_ps(a3 + 48);
+    for (int64_t j = 0; j < nkeys; ++j) {
+        const float *vr = V + j * ldv;
+        const float *pr = P + j * TQ;
+        const __m512 v0 = _mm512_loadu_ps(vr), v1 = _mm512_loadu_ps(vr + 16);
+        const __m512 v2 = _mm512_loadu_ps(vr + 32), v3 = _mm512_loadu_ps(vr + 48);
+        __m512 pb = _mm512_set1_ps(pr[0]);
+        c00 = _mm512_fmadd_ps(pb, v0, c00); c01 = _mm512_fmadd_ps(pb, v1, c01);
+        c02 = _mm512_fmadd_ps(pb, v2, c02); c03 = _mm512_fmadd_ps(pb, v3, c03);
+        pb = _mm512_set1_ps(pr[1]);
+        c10 = _mm512_fmadd_ps(pb, v0, c10); c11 = _mm512_fmadd_ps(pb, v1, c11);
+        c12 = _mm512_fmadd_ps(pb, v2, c12); c13 = _mm512_fmadd_ps(pb, v3, c13);
+        pb = _mm512_set1_ps(pr[2]);
+        c20 = _mm512_fmadd_ps(pb, v0, c20); c21 = _mm512_fmadd_ps(pb, v1, c21);
+        c22 = _mm512_fmadd_ps(pb, v2, c22); c23 = _mm512_fmadd_ps(pb, v3, c23);
+        pb = _mm512_set1_ps(pr[3]);
+        c30 = _mm512_fmadd_ps(pb, v0, c30); c31 = _mm512_fmadd_ps(pb, v1, c31);
+        c32 = _mm512_fmadd_ps(pb, v2, c32); c33 = _mm512_fmadd_ps(pb, v3, c33);
+    }
+    _mm512_storeu_ps(a0, c00); _mm512_storeu_ps(a0 + 16, c01);
+    _mm512_storeu_ps(a0 + 32, c02); _mm512_storeu_ps(a0 + 48, c03);
+    _mm512_storeu_ps(a1, c10); _mm512_storeu_ps(a1 + 16, c11);
+    _mm512_storeu_ps(a1 + 32, c12); _mm512_storeu_ps(a1 + 48, c13);
+    _mm512_storeu_ps(a2, c20); _mm512_storeu_ps(a2 + 16, c21);
+    _mm512_storeu_ps(a2 + 32, c22); _mm512_storeu_ps(a2 + 48, c23);
+    _mm512_storeu_ps(a3, c30); _mm512_storeu_ps(a3 + 16, c31);
+    _mm512_storeu_ps(a3 + 32, c32); _mm512_storeu_ps(a3 + 48, c33);
+}
+
+/* Four rows x 16 d (lanes outside `k` neither read nor written). */
+static inline void pv_4x16_avx512(float *acc, int64_t lda, const float *P, const float *V,
+                                  int64_t ldv, int64_t nkeys, __mmask16 k) {
+    float *a0 = acc, *a1 = acc + lda, *a2 = acc + 2 * lda, *a3 = acc + 3 * lda;
+    __m512 c0 = _mm512_maskz_loadu_ps(k, a0), c1 = _mm512_maskz_loadu_ps(k, a1);
+    __m512 c2 = _mm512_maskz_loadu_ps(k, a2), c3 = _mm512_maskz_loadu_ps(k, a3);
+    for (int64_t j = 0; j < nkeys; ++j) {
+        const __m512 vv = _mm512_maskz_loadu_ps(k, V + j * ldv);
+        const float *pr = P + j * TQ;
+        c0 = _mm512_fmadd_ps(_mm512_set1_ps(pr[0]), vv, c0);
+        c1 = _mm512_fmadd_ps(_mm512_set1_ps(pr[1]), vv, c1);
+        c2 = _mm512_fmadd_ps(_mm512_set1_ps(pr[2]), vv, c2);
+        c3 = _mm512_fmadd_ps(_mm512_set1_ps(pr[3]), vv, c3);
+    }
+    _mm512_mask_storeu_ps(a0, k, c0); _mm512_mask_storeu_ps(a1, k, c1);
+    _mm512_mask_storeu_ps(a2, k, c2); _mm512_mask_storeu_ps(a3, k, c3);
 }
 
 static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t h, int64_t r0,
@@ -397,9 +484,10 @@ static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t 
                     ms[l] = (grow >> l) & 1 ? rescale_factor(mo[l], mn[l]) : 1.0f;
                 }
                 const __m512 vms = _mm512_loadu_ps(ms);
-                for (int64_t d = 0; d < D; ++d) {
-                    float *ap = At + d * TQ + 16 * rv;
-                    _mm512_storeu_ps(ap, _mm512_mul_ps(_mm512_loadu_ps(ap), vms));
+                for (int l = 0; l < 16; ++l) {
+                    if ((grow >> l) & 1) {
+                        rows_scale_avx512(At + (16 * rv + l) * D, D, ms[l]);
+                    }
                 }
                 _mm512_storeu_ps(S + 16 * rv, _mm512_mul_ps(_mm512_loadu_ps(S + 16 * rv), vms));
             }
@@ -436,48 +524,27 @@ static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t 
             _mm512_storeu_ps(S + 16 * rv, _mm512_mask_blend_ps(live, Sold, Snew));
         }
 
-        /* values: At[d][r] = fma chain over keys of P[j][r] * V[j][d], from At;
-         * four d x 64 rows in 16 named accumulators */
-        for (int64_t d = 0; d < D; d += 4) {
-            float *a0p = At + d * TQ;
-            __m512 a00 = _mm512_loadu_ps(a0p), a01 = _mm512_loadu_ps(a0p + 16);
-            __m512 a02 = _mm512_loadu_ps(a0p + 32), a03 = _mm512_loadu_ps(a0p + 48);
-            __m512 a10 = _mm512_loadu_ps(a0p + 64), a11 = _mm512_loadu_ps(a0p + 80);
-            __m512 a12 = _mm512_loadu_ps(a0p + 96), a13 = _mm512_loadu_ps(a0p + 112);
-            __m512 a20 = _mm512_loadu_ps(a0p + 128), a21 = _mm512_loadu_ps(a0p + 144);
-            __m512 a22 = _mm512_loadu_ps(a0p + 160), a23 = _mm512_loadu_ps(a0p + 176);
-            __m512 a30 = _mm512_loadu_ps(a0p + 192), a31 = _mm512_loadu_ps(a0p + 208);
-            __m512 a32 = _mm512_loadu_ps(a0p + 224), a33 = _mm512_loadu_ps(a0p + 240);
-            for (int64_t j = 0; j < nkc; ++j) {
-                const __m512 p0 = _mm512_loadu_ps(P + j * TQ);
-                const __m512 p1 = _mm512_loadu_ps(P + j * TQ + 16);
-                const __m512 p2 = _mm512_loadu_ps(P + j * TQ + 32);
-                const __m512 p3 = _mm512_loadu_ps(P + j * TQ + 48);
-                const float *vr = Vf + j * D + d;
-                __m512 vb = _mm512_set1_ps(vr[0]);
-                a00 = _mm512_fmadd_ps(p0, vb, a00); a01 = _mm512_fmadd_ps(p1, vb, a01);
-                a02 = _mm512_fmadd_ps(p2, vb, a02); a03 = _mm512_fmadd_ps(p3, vb, a03);
-                vb = _mm512_set1_ps(vr[1]);
-                a10 = _mm512_fmadd_ps(p0, vb, a10); a11 = _mm512_fmadd_ps(p1, vb, a11);
-                a12 = _mm512_fmadd_ps(p2, vb, a12); a13 = _mm512_fmadd_ps(p3, vb, a13);
-                vb = _mm512_set1_ps(vr[2]);
-                a20 = _mm512_fmadd_ps(p0, vb, a20); a21 = _mm512_fmadd_ps(p1, vb, a21);
-                a22 = _mm512_fmadd_ps(p2, vb, a22); a23 = _mm512_fmadd_ps(p3, vb, a23);
-                vb = _mm512_set1_ps(vr[3]);
-                a30 = _mm512_fmadd_ps(p0, vb, a30); a31 = _mm512_fmadd_ps(p1, vb, a31);
-                a32 = _mm512_fmadd_ps(p2, vb, a32); a33 = _mm512_fmadd_ps(p3, vb, a33);
+        /* values: Ar[r][d] = fma chain over keys of P[j][r] * V[j][d], from Ar.
+         * Lanes run along d here (one probability broadcast per row): a
+         * subnormal probability then costs one microcode assist per 16 values
+         * of d, instead of one per d when 16 rows share a vector. */
+        /* rows past nr have zero probabilities and are never stored: computing
+         * whole groups of four keeps the blocks branch-free */
+        for (int64_t r = 0; r < nr; r += 4) {
+            int64_t d = 0;
+            for (; d + 64 <= D; d += 64) {
+                pv_4x64_avx512(At + r * D + d, D, P + r, Vf + d, D, nkc);
             }
-            _mm512_storeu_ps(a0p, a00); _mm512_storeu_ps(a0p + 16, a01);
-            _mm512_storeu_ps(a0p + 32, a02); _mm512_storeu_ps(a0p + 48, a03);
-            _mm512_storeu_ps(a0p + 64, a10); _mm512_storeu_ps(a0p + 80, a11);
-            _mm512_storeu_ps(a0p + 96, a12); _mm512_storeu_ps(a0p + 112, a13);
-            _mm512_storeu_ps(a0p + 128, a20); _mm512_storeu_ps(a0p + 144, a21);
-            _mm512_storeu_ps(a0p + 160, a22); _mm512_storeu_ps(a0p + 176, a23);
-            _mm512_storeu_ps(a0p + 192, a30); _mm512_storeu_ps(a0p + 208, a31);
-            _mm512_storeu_ps(a0p + 224, a32); _mm512_storeu_ps(a0p + 240, a33);
+            for (; d + 16 <= D; d += 16) {
+                pv_4x16_avx512(At + r * D + d, D, P + r, Vf + d, D, nkc, (__mmask16)0xFFFF);
+            }
+            if (d < D) {
+                pv_4x16_avx512(At + r * D + d, D, P + r, Vf + d, D, nkc,
+                               (__mmask16)((1u << (D - d)) - 1u));
+            }
         }
     }
-    task_store(a, w, h, r0, nr);
+    task_store_rows(a, w, h, r0, nr);
     avx512_clean_upper();
 }
 
