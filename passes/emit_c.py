@@ -63,8 +63,7 @@ def element_c_type(value: SSAValue) -> str:
 def call_problems(op: CallOp) -> list[str]:
     """A call must use the function and selector its pinned resolution names."""
     resolved = op.resolved
-    threadpool = resolved.execution.word("runtime") == "threadpool"
-    expected = resolved.word("threadpool" if threadpool else "production")
+    expected = resolved.callee
     problems: list[str] = []
     if op.callee.data != expected:
         problems.append(f"calls '{op.callee.data}' but the resolution binds '{expected}'")
@@ -191,8 +190,8 @@ class PhasePrinter:
         self.w.line("(void)st;")
 
     def uses_threadpool(self) -> bool:
-        return any(isinstance(op, CallOp) and op.callee.data == op.resolved.word("threadpool")
-                   and op.resolved.word("threadpool") for op in self.fn.body.block.ops)
+        return any(isinstance(op, CallOp) and op.resolved.calls_threadpool
+                   for op in self.fn.body.block.ops)
 
     def runtime_checks(self) -> Iterator[str]:
         """Conditions prepare-calls derived from the kernels' ABIs (e.g. KV capacity)."""

@@ -138,13 +138,13 @@ def named_values(op: KernelOp, threadpool: bool) -> dict[str, Attribute]:
 
 
 def bind(op: KernelOp, kmap: KernelMap) -> BoundCall:
-    threadpool = op.resolved.execution.word("runtime") == "threadpool"
+    threadpool = op.resolved.calls_threadpool
     values = named_values(op, threadpool)
     buffers: list[SSAValue] = []
     args: list[Attribute] = [CExprAttr(StringAttr("pool"))] if threadpool else []
     for arg in kmap.abi_args:
         args.append(_bind_arg(op, arg.name, arg.role, values, buffers))
-    callee = op.resolved.word("threadpool" if threadpool else "production")
+    callee = op.resolved.callee
     scratch = None
     if kmap.scratch_function:
         parts = [_c_text(values[a]) for a in kmap.scratch_args]

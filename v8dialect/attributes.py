@@ -557,6 +557,19 @@ class ResolvedAttr(KeywordAttribute):
     execution: ExecutionAttr
     blockers: ArrayAttr[StringAttr]
 
+    @property
+    def calls_threadpool(self) -> bool:
+        """Whether the call goes through the threadpool dispatch (vs the production function).
+
+        A threadpool provider run under its 'serial' partition is called serially.
+        """
+        return (self.execution.word("runtime") == "threadpool"
+                and self.execution.word("partition") != "serial")
+
+    @property
+    def callee(self) -> str:
+        return self.word("threadpool" if self.calls_threadpool else "production")
+
     def summary(self) -> dict[str, str]:
         """The pinned identity later stages compare: kernel, functions, contract, execution."""
         fields = ("kernel", "contract", "selector", "emission", "oracle", "production", "threadpool")

@@ -202,14 +202,15 @@ class Arguments:
     by_key: dict[tuple[str, tuple[tuple[str, float], ...]], SSAValue] = field(
         default_factory=dict[tuple[str, tuple[tuple[str, float], ...]], SSAValue])
 
-    def get(self, name: str, value_type: Attribute, tensor: str | None = None,
-            transforms: Mapping[str, float] | None = None) -> SSAValue:
+    def get(self, name: str, value_type: Attribute, location: FileLineColLoc,
+            tensor: str | None = None, transforms: Mapping[str, float] | None = None) -> SSAValue:
         steps = tuple(sorted((transforms or {}).items()))
         key = (tensor or name, steps)
         if key in self.by_key:
             return self.by_key[key]
         arg = self.block.insert_arg(value_type, len(self.block.args))
         arg.name_hint = name
+        arg.location = location  # the circuit entry of the op that first reads it
         attrs: dict[str, Attribute] = {}
         if tensor is not None:
             attrs["v8.tensor"] = StringAttr(tensor)
@@ -235,9 +236,15 @@ class FunctionBuilder:
     args: Arguments = field(init=False)
     used_tensors: set[str] = field(default_factory=set[str])
     attention_contracts: set[str] = field(default_factory=set[str])
+    current: OpTemplate | None = None  # the op being emitted; its entry locates new arguments
 
     def __post_init__(self) -> None:
         self.args = Arguments(self.block)
+
+    def arg(self, name: str, value_type: Attribute, tensor: str | None = None,
+            transforms: Mapping[str, float] | None = None) -> SSAValue:
+        assert self.current is not None
+        return self.args.get(name, value_type, self.location(self.current), tensor, transforms)
 
     # -- manifest access ---------------------------------------------------------------
 
@@ -276,7 +283,7 @@ class FunctionBuilder:
             raise self.conflict(op, f"tensor '{name}' has type {info.dtype}, which no v8 element "
                                     "type represents")
         self.used_tensors.add(name)
-        return self.args.get(name, tensor_of(info.shape, element), name, transforms)
+        return self.arg(name, tensor_of(info.shape, element), name, transforms)
 
     def tensor_info(self, op: OpTemplate, name: str, dims: Sequence[int]) -> TensorInfo:
         tensors = self.manifest.tensors
@@ -338,6 +345,7 @@ class FunctionBuilder:
 
     def emit(self, op: OpTemplate, values: dict[str, SSAValue], layer: int | None) -> None:
         inputs = [values[name] for name in op.inputs]
+        self.current = op
         emitter = EMITTERS.get(op.kind)
         if emitter is None:
             raise BuildError(self.where(op), f"op kind '{op.kind}' has no GraphIR op")
@@ -412,7 +420,7 @@ class FunctionBuilder:
         if info.dtype != "f32":
             raise self.conflict(op, f"bias '{name}' has type {info.dtype}; biases are fp32")
         self.used_tensors.add(name)
-        return self.args.get(name, tensor_of((n,), Float32Type()), name)
+        return self.arg(name, tensor_of((n,), Float32Type()), name)
 
     def emit_reshape(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
         (x,) = inputs
@@ -436,7 +444,7 @@ class FunctionBuilder:
         rotary = self.integer(op.dims, op)
         sections = self.sections(op)
         streams = (len(sections),) if sections else ()
-        positions = self.args.get("positions", tensor_of((*streams, self.tokens), i32))
+        positions = self.arg("positions", tensor_of((*streams, self.tokens), i32))
         props = self.properties(op, layer)
         props["freq_base"] = FloatAttr(float(self.number(op.freq_base, op)), Float32Type())
         props["n_dims"] = IntegerAttr(rotary, 64)
@@ -472,8 +480,8 @@ class FunctionBuilder:
         capacity = self.kv_capacity if self.circuit.kind == "decoder" else tokens
         cache_type = tensor_of((kv_heads, capacity, dim), element)
         prefix = self.circuit.prefix(layer)
-        k_cache = self.args.get(f"{prefix}k_cache", cache_type)
-        v_cache = self.args.get(f"{prefix}v_cache", cache_type)
+        k_cache = self.arg(f"{prefix}k_cache", cache_type)
+        v_cache = self.arg(f"{prefix}v_cache", cache_type)
         props = self.properties(op, layer)
         props["mask"] = MaskAttr(Mask(op.mask))
         props["scale"] = FloatAttr(1.0 / math.sqrt(self.number(op.scale[1], op)), Float32Type())
@@ -502,11 +510,12 @@ class FunctionBuilder:
 
     def build(self, name: str) -> FuncOp:
         values: dict[str, SSAValue] = {}
+        self.current = next(self.circuit.all_ops())
         if self.circuit.input == "tokens":
-            values["tokens"] = self.args.get("tokens", tensor_of((self.tokens,), i32))
+            values["tokens"] = self.arg("tokens", tensor_of((self.tokens,), i32))
         else:
             width = self.integer_field("embedding_length")
-            values["hidden"] = self.args.get("embeddings", tensor_of((self.tokens, width), Float32Type()))
+            values["hidden"] = self.arg("embeddings", tensor_of((self.tokens, width), Float32Type()))
         for op in self.circuit.prologue:
             self.emit(op, values, None)
         period = self.period()
