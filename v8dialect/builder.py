@@ -394,7 +394,7 @@ class FunctionBuilder:
     def emit_projection(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
         (x,) = inputs
         tokens, k = dims_of(x)
-        n = math.prod(self.integer(f, op) for f in op.features)
+        n = math.prod(f if isinstance(f, int) else self.integer(f, op) for f in op.features)
         w = self.weight(op, self.projection_stem(op, layer), layer, (n, k))
         bias = [self.bias(op, layer, n)] if op.bias is not None else []
         cls = LinearOp if op.kind == "linear" else LogitsOp

@@ -39,7 +39,7 @@ SCALE_KINDS = ("sqrt",)
 # Op kinds a circuit may declare before the IR or the registries can express
 # them: validation reports each as a gap (never a vocabulary error), so the
 # circuit can be written down completely today.
-PLANNED_OPS = ("layer_norm", "gelu", "sigmoid_gate")
+PLANNED_OPS = ("layer_norm", "gelu", "sigmoid_gate", "head_split", "patch_merge")
 # Kinds with a contract family but no GraphIR op yet.
 NO_GRAPH_OP = ("recurrent",)
 CIRCUIT_OPS = (*vocab.KERNEL_OPS, "reshape", *PLANNED_OPS)
@@ -78,7 +78,8 @@ OP_FIELDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "swiglu": (("node", "contracts"), ()),
     "geglu": (("node", "contracts"), ()),
     "recurrent": (("node", "contracts"), ("tensors",)),
-    **{kind: (("node", "contracts"), ("weight", "bias", "eps", "tensors")) for kind in PLANNED_OPS},
+    **{kind: (("node", "contracts"), ("weight", "bias", "eps", "tensors", "part", "parts"))
+       for kind in PLANNED_OPS},
 }
 ARITY: Mapping[str, int] = {
     "embedding": 1, "rmsnorm": 1, "qk_norm": 1, "linear": 1, "logits": 1, "reshape": 1,
@@ -123,7 +124,7 @@ class OpTemplate:
     weight: str | None = None
     bias: str | None = None
     tied_to: str | None = None
-    features: tuple[str, ...] = ()
+    features: tuple[str | int, ...] = ()  # manifest fields and constant factors
     eps: str | None = None
     weight_offset: Mapping[str, float] = field(default_factory=dict[str, float])
     output_scale: tuple[str, str] | None = None  # (kind, manifest field), e.g. ("sqrt", "embedding_length")
@@ -388,7 +389,7 @@ def parse_op(node: Node, scope: Scope) -> OpTemplate:
         weight=_tensor_stem(get("weight")) if has("weight") else None,
         bias=_tensor_stem(get("bias")) if has("bias") else None,
         tied_to=_tensor_stem(get("tied_to")) if has("tied_to") else None,
-        features=tuple(_manifest_field(n) for n in get("features").items()) if has("features") else (),
+        features=tuple(_feature(n) for n in get("features").items()) if has("features") else (),
         eps=_manifest_field(get("eps")) if has("eps") else None,
         weight_offset=_weight_offset(get("weight_offset")) if has("weight_offset") else {},
         output_scale=_scale(get("output_scale")) if has("output_scale") else None,
@@ -405,6 +406,11 @@ def parse_op(node: Node, scope: Scope) -> OpTemplate:
     )
     _check_op(template, node)
     return template
+
+
+def _feature(node: Node) -> str | int:
+    """A factor of an output dimension: a manifest field, or a constant such as 2 (q and gate)."""
+    return node.integer(minimum=1) if isinstance(node.value, int) else _manifest_field(node)
 
 
 def _node_name(node: Node) -> str:
@@ -598,32 +604,33 @@ def check_attention(circuit: Circuit, doc: Node) -> None:
 def find_gaps(circuit: Circuit, registry: ContractRegistry) -> list[tuple[str, str]]:
     """Requirements the registry or the IR cannot meet yet, as (JSON path, message)."""
     gaps: list[tuple[str, str]] = []
+    missing: dict[tuple[str, str], list[str]] = {}  # (path, contract) -> nodes requiring it
     for op in circuit.all_ops():
-        if op.kind in PLANNED_OPS:
-            gaps.append((op.path, f"op kind '{op.kind}' ('{op.node}') has no GraphIR op and no "
-                                  "contract family yet"))
-        elif op.kind in NO_GRAPH_OP:
+        if op.kind in PLANNED_OPS or op.kind in NO_GRAPH_OP:
             gaps.append((op.path, f"op kind '{op.kind}' ('{op.node}') has no GraphIR op yet"))
         for choices in op.contracts.values():
-            gaps += _contract_gaps(op, choices, registry)
+            for choice in choices:
+                if _known_contract(op, choice, registry):
+                    continue
+                nodes = missing.setdefault((choice.path, choice.contract), [])
+                if op.node not in nodes:
+                    nodes.append(op.node)
+    for (path, contract), nodes in missing.items():
+        gaps.append((path, f"contract '{contract}' (required by {', '.join(nodes)}) is not in the "
+                           "contract registry"))
     return gaps
 
 
-def _contract_gaps(op: OpTemplate, choices: Sequence[Choice],
-                   registry: ContractRegistry) -> list[tuple[str, str]]:
-    gaps: list[tuple[str, str]] = []
-    for choice in choices:
-        contract = registry.get(choice.contract)
-        if contract is None:
-            gaps.append((choice.path, f"'{op.node}' requires contract '{choice.contract}', which "
-                                      "is not in the contract registry"))
-            continue
-        accepted = TARGET_OPS.get(op.kind, (op.kind,))
-        if contract.target_op not in accepted:
-            raise DataError(contract.source.split(": ", 1)[0], choice.path,
-                            f"contract '{choice.contract}' is for op '{contract.target_op}', "
-                            f"not '{op.kind}'")
-    return gaps
+def _known_contract(op: OpTemplate, choice: Choice, registry: ContractRegistry) -> bool:
+    contract = registry.get(choice.contract)
+    if contract is None:
+        return False
+    accepted = TARGET_OPS.get(op.kind, (op.kind,))
+    if contract.target_op not in accepted:
+        raise DataError(contract.source.split(": ", 1)[0], choice.path,
+                        f"contract '{choice.contract}' is for op '{contract.target_op}', "
+                        f"not '{op.kind}'")
+    return True
 
 
 # ---- loading ----------------------------------------------------------------------------

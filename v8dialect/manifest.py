@@ -63,6 +63,7 @@ FIELDS: Mapping[str, FieldSpec] = {
     "ssm_group_count": FieldSpec(INT, "ssm.group_count", ("linear_num_key_heads",)),
     "ssm_time_step_rank": FieldSpec(INT, "ssm.time_step_rank", ("linear_num_value_heads",)),
     "ssm_inner_size": FieldSpec(INT, "ssm.inner_size", ()),
+    "projection_dim": FieldSpec(INT, "projection_dim", ("out_hidden_size",)),
     "tie_word_embeddings": FieldSpec(FLAG, None, ("tie_word_embeddings",)),
     # Not a property of the model file: how the runtime stores its KV cache.
     "kv_cache_dtype": FieldSpec(WORD, None, ()),
@@ -218,10 +219,9 @@ def read_config(file: Path, section: str | None = None) -> Manifest:
         raise ManifestError(f"{file}: expected a JSON object")
     top: dict[str, Any] = doc  # pyright: ignore[reportUnknownVariableType]
     scope = top
-    if section is not None:
-        nested = top.get(section)
-        if not isinstance(nested, dict):
-            raise ManifestError(f"{file}: the circuit reads '{section}', which the config lacks")
+    nested = top.get(section) if section is not None else None
+    if isinstance(nested, dict):
+        # A multimodal config nests the text model's values; a text-only one has them on top.
         scope = {**top, **nested}  # pyright: ignore[reportUnknownArgumentType]
     architecture = scope.get("model_type")
     if not isinstance(architecture, str):
