@@ -258,133 +258,7 @@ static float rescale_factor(float Mold, float Mnew) {
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 
-static inline __m512 exp16_avx512(__m512 x) {
-    const __m512 r = _mm512_set1_ps(0x1.8p23f);
-    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
-    const __m512 n = _mm512_sub_ps(z, r);
-    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
-    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
-    const __m512 u = _mm512_mul_ps(b, b);
-    const __m512 j = _mm512_fmadd_ps(
-        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b,
-                                        _mm512_set1_ps(0x1.573e2ep-5f)),
-                        u,
-                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b,
-                                        _mm512_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
-    const __m512 res = _mm512_scalef_ps(j, n);
-    if (!big) {
-        return res;
-    }
-    const __m512 alt = _mm512_mask_blend_ps(
-        _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ), _mm512_set1_ps(INFINITY),
-        _mm512_setzero_ps());
-    return _mm512_mask_blend_ps(big, res, alt);
-}
-
-/* Zero zmm16-31 and the upper halves of zmm0-15 before returning to baseline
- * code.  vzeroupper alone leaves zmm16-31 dirty; on AVX-512 cores a dirty
- * upper state makes every later SSE instruction (the scalar oracle, libm, other
- * libraries in the process) run with false dependencies - measured 20x slower. */
-static inline void avx512_clean_upper(void) {
-    __asm__ volatile(
-        "vpxord %%xmm16, %%xmm16, %%xmm16\n\tvpxord %%xmm17, %%xmm17, %%xmm17\n\t"
-        "vpxord %%xmm18, %%xmm18, %%xmm18\n\tvpxord %%xmm19, %%xmm19, %%xmm19\n\t"
-        "vpxord %%xmm20, %%xmm20, %%xmm20\n\tvpxord %%xmm21, %%xmm21, %%xmm21\n\t"
-        "vpxord %%xmm22, %%xmm22, %%xmm22\n\tvpxord %%xmm23, %%xmm23, %%xmm23\n\t"
-        "vpxord %%xmm24, %%xmm24, %%xmm24\n\tvpxord %%xmm25, %%xmm25, %%xmm25\n\t"
-        "vpxord %%xmm26, %%xmm26, %%xmm26\n\tvpxord %%xmm27, %%xmm27, %%xmm27\n\t"
-        "vpxord %%xmm28, %%xmm28, %%xmm28\n\tvpxord %%xmm29, %%xmm29, %%xmm29\n\t"
-        "vpxord %%xmm30, %%xmm30, %%xmm30\n\tvpxord %%xmm31, %%xmm31, %%xmm31\n\t"
-        "vzeroupper"
-        ::: "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
-            "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18",
-            "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27",
-            "xmm28", "xmm29", "xmm30", "xmm31");
-}
-
-static void widen_rows_avx512(const uint16_t *src, float *dst, int64_t n) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
-    }
-    for (; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-    }
-}
-
-/* y[0..n) *= m, n a multiple of 8 */
-static inline void rows_scale_avx512(float *y, int64_t n, float m) {
-    const __m512 vm = _mm512_set1_ps(m);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), vm));
-    }
-    if (i < n) {
-        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
-        _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), vm));
-    }
-}
-
-/* Four rows x 64 d: acc[r][d] = fma(P[j][r], V[j][d], acc[r][d]) for j ascending,
- * 16 named accumulators so they stay in registers. */
-static inline void pv_4x64_avx512(float *acc, int64_t lda, const float *P, const float *V,
-                                  int64_t ldv, int64_t nkeys) {
-    float *a0 = acc, *a1 = acc + lda, *a2 = acc + 2 * lda, *a3 = acc + 3 * lda;
-    __m512 c00 = _mm512_loadu_ps(a0), c01 = _mm512_loadu_ps(a0 + 16);
-    __m512 c02 = _mm512_loadu_ps(a0 + 32), c03 = _mm512_loadu_ps(a0 + 48);
-    __m512 c10 = _mm512_loadu_ps(a1), c11 = _mm512_loadu_ps(a1 + 16);
-    __m512 c12 = _mm512_loadu_ps(a1 + 32), c13 = _mm512_loadu_ps(a1 + 48);
-    __m512 c20 = _mm512_loadu_ps(a2), c21 = _mm512_loadu_ps(a2 + 16);
-    __m512 c22 = _mm512_loadu_ps(a2 + 32), c23 = _mm512_loadu_ps(a2 + 48);
-    __m512 c30 = _mm512_loadu_ps(a3), c31 = _mm512_loadu_ps(a3 + 16);
-    __m512 c32 = _mm512_loadu_ps(a3 + 32), c33 = _mm512_loadu_ps(a3 + 48);
-    for (int64_t j = 0; j < nkeys; ++j) {
-        const float *vr = V + j * ldv;
-        const float *pr = P + j * TQ;
-        const __m512 v0 = _mm512_loadu_ps(vr), v1 = _mm512_loadu_ps(vr + 16);
-        const __m512 v2 = _mm512_loadu_ps(vr + 32), v3 = _mm512_loadu_ps(vr + 48);
-        __m512 pb = _mm512_set1_ps(pr[0]);
-        c00 = _mm512_fmadd_ps(pb, v0, c00); c01 = _mm512_fmadd_ps(pb, v1, c01);
-        c02 = _mm512_fmadd_ps(pb, v2, c02); c03 = _mm512_fmadd_ps(pb, v3, c03);
-        pb = _mm512_set1_ps(pr[1]);
-        c10 = _mm512_fmadd_ps(pb, v0, c10); c11 = _mm512_fmadd_ps(pb, v1, c11);
-        c12 = _mm512_fmadd_ps(pb, v2, c12); c13 = _mm512_fmadd_ps(pb, v3, c13);
-        pb = _mm512_set1_ps(pr[2]);
-        c20 = _mm512_fmadd_ps(pb, v0, c20); c21 = _mm512_fmadd_ps(pb, v1, c21);
-        c22 = _mm512_fmadd_ps(pb, v2, c22); c23 = _mm512_fmadd_ps(pb, v3, c23);
-        pb = _mm512_set1_ps(pr[3]);
-        c30 = _mm512_fmadd_ps(pb, v0, c30); c31 = _mm512_fmadd_ps(pb, v1, c31);
-        c32 = _mm512_fmadd_ps(pb, v2, c32); c33 = _mm512_fmadd_ps(pb, v3, c33);
-    }
-    _mm512_storeu_ps(a0, c00); _mm512_storeu_ps(a0 + 16, c01);
-    _mm512_storeu_ps(a0 + 32, c02); _mm512_storeu_ps(a0 + 48, c03);
-    _mm512_storeu_ps(a1, c10); _mm512_storeu_ps(a1 + 16, c11);
-    _mm512_storeu_ps(a1 + 32, c12); _mm512_storeu_ps(a1 + 48, c13);
-    _mm512_storeu_ps(a2, c20); _mm512_storeu_ps(a2 + 16, c21);
-    _mm512_storeu_ps(a2 + 32, c22); _mm512_storeu_ps(a2 + 48, c23);
-    _mm512_storeu_ps(a3, c30); _mm512_storeu_ps(a3 + 16, c31);
-    _mm512_storeu_ps(a3 + 32, c32); _mm512_storeu_ps(a3 + 48, c33);
-}
-
-/* Four rows x 16 d (lanes outside `k` neither read nor written). */
-static inline void pv_4x16_avx512(float *acc, int64_t lda, const float *P, const float *V,
-                                  int64_t ldv, int64_t nkeys, __mmask16 k) {
-    float *a0 = acc, *a1 = acc + lda, *a2 = acc + 2 * lda, *a3 = acc + 3 * lda;
-    __m512 c0 = _mm512_maskz_loadu_ps(k, a0), c1 = _mm512_maskz_loadu_ps(k, a1);
-    __m512 c2 = _mm512_maskz_loadu_ps(k, a2), c3 = _mm512_maskz_loadu_ps(k, a3);
-    for (int64_t j = 0; j < nkeys; ++j) {
-        const __m512 vv = _mm512_maskz_loadu_ps(k, V + j * ldv);
-        const float *pr = P + j * TQ;
-        c0 = _mm512_fmadd_ps(_mm512_set1_ps(pr[0]), vv, c0);
-        c1 = _mm512_fmadd_ps(_mm512_set1_ps(pr[1]), vv, c1);
-        c2 = _mm512_fmadd_ps(_mm512_set1_ps(pr[2]), vv, c2);
-        c3 = _mm512_fmadd_ps(_mm512_set1_ps(pr[3]), vv, c3);
-    }
-    _mm512_mask_storeu_ps(a0, k, c0); _mm512_mask_storeu_ps(a1, k, c1);
-    _mm512_mask_storeu_ps(a2, k, c2); _mm512_mask_storeu_ps(a3, k, c3);
-}
+#include "tiled_avx512.inc"
 
 static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t h, int64_t r0,
                               int64_t nr) {
@@ -404,7 +278,6 @@ static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t 
         endv[r] = r < nr ? (int32_t)v8_attn_row_kv_end(a, r0 + r) : 0;
     }
     const int64_t kv_stop = a->causal ? a->q_pos0 + r0 + nr : a->kv_len;
-    const __m512 vscale = _mm512_set1_ps(a->scale);
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
 
     for (int64_t t0 = 0; t0 < kv_stop; t0 += TKV) {
@@ -415,55 +288,7 @@ static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t 
         memset(Kf + nk * D, 0, sizeof(float) * (size_t)((nkc - nk) * D));
         memset(Vf + nk * D, 0, sizeof(float) * (size_t)((nkc - nk) * D));
 
-        /* scores: P[j][r] = fma chain over d of Qt[d][r] * K[j][d], four keys x 64 rows;
-         * the 16 accumulators are named so they stay in registers */
-        for (int64_t j = 0; j < nkc; j += 4) {
-            __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
-            __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
-            __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
-            __m512 a30 = a00, a31 = a00, a32 = a00, a33 = a00;
-            const float *k0 = Kf + j * D;
-            for (int64_t d = 0; d < D; ++d) {
-                const __m512 q0 = _mm512_loadu_ps(Qt + d * TQ);
-                const __m512 q1 = _mm512_loadu_ps(Qt + d * TQ + 16);
-                const __m512 q2 = _mm512_loadu_ps(Qt + d * TQ + 32);
-                const __m512 q3 = _mm512_loadu_ps(Qt + d * TQ + 48);
-                __m512 kb = _mm512_set1_ps(k0[d]);
-                a00 = _mm512_fmadd_ps(q0, kb, a00); a01 = _mm512_fmadd_ps(q1, kb, a01);
-                a02 = _mm512_fmadd_ps(q2, kb, a02); a03 = _mm512_fmadd_ps(q3, kb, a03);
-                kb = _mm512_set1_ps(k0[D + d]);
-                a10 = _mm512_fmadd_ps(q0, kb, a10); a11 = _mm512_fmadd_ps(q1, kb, a11);
-                a12 = _mm512_fmadd_ps(q2, kb, a12); a13 = _mm512_fmadd_ps(q3, kb, a13);
-                kb = _mm512_set1_ps(k0[2 * D + d]);
-                a20 = _mm512_fmadd_ps(q0, kb, a20); a21 = _mm512_fmadd_ps(q1, kb, a21);
-                a22 = _mm512_fmadd_ps(q2, kb, a22); a23 = _mm512_fmadd_ps(q3, kb, a23);
-                kb = _mm512_set1_ps(k0[3 * D + d]);
-                a30 = _mm512_fmadd_ps(q0, kb, a30); a31 = _mm512_fmadd_ps(q1, kb, a31);
-                a32 = _mm512_fmadd_ps(q2, kb, a32); a33 = _mm512_fmadd_ps(q3, kb, a33);
-            }
-            const __m512i e0 = _mm512_loadu_si512((const void *)endv);
-            const __m512i e1 = _mm512_loadu_si512((const void *)(endv + 16));
-            const __m512i e2 = _mm512_loadu_si512((const void *)(endv + 32));
-            const __m512i e3 = _mm512_loadu_si512((const void *)(endv + 48));
-#define V8_STORE_SCORES(jj, x0, x1, x2, x3)                                                  \
-    do {                                                                                     \
-        const __m512i key = _mm512_set1_epi32((int32_t)(t0 + j + (jj)));                    \
-        float *dst = P + (j + (jj)) * TQ;                                                    \
-        _mm512_storeu_ps(dst, _mm512_mask_blend_ps(_mm512_cmp_epi32_mask(key, e0, _MM_CMPINT_LT), \
-                                                   ninf, _mm512_mul_ps(x0, vscale)));        \
-        _mm512_storeu_ps(dst + 16, _mm512_mask_blend_ps(_mm512_cmp_epi32_mask(key, e1, _MM_CMPINT_LT), \
-                                                        ninf, _mm512_mul_ps(x1, vscale)));   \
-        _mm512_storeu_ps(dst + 32, _mm512_mask_blend_ps(_mm512_cmp_epi32_mask(key, e2, _MM_CMPINT_LT), \
-                                                        ninf, _mm512_mul_ps(x2, vscale)));   \
-        _mm512_storeu_ps(dst + 48, _mm512_mask_blend_ps(_mm512_cmp_epi32_mask(key, e3, _MM_CMPINT_LT), \
-                                                        ninf, _mm512_mul_ps(x3, vscale)));   \
-    } while (0)
-            V8_STORE_SCORES(0, a00, a01, a02, a03);
-            V8_STORE_SCORES(1, a10, a11, a12, a13);
-            V8_STORE_SCORES(2, a20, a21, a22, a23);
-            V8_STORE_SCORES(3, a30, a31, a32, a33);
-#undef V8_STORE_SCORES
-        }
+        score_tile_avx512(Qt, Kf, D, nkc, t0, endv, a->scale, P);
 
         for (int rv = 0; rv < 4; ++rv) {
             /* running max, rescale, probabilities and the fp64 sum update, 16 rows per vector */

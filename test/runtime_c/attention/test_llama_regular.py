@@ -24,6 +24,7 @@ GGML_TOLERANCE = 2e-2  # absolute, on outputs of magnitude <= ~4 (fp16-accumulat
 
 SHAPES = [(5, 5, 4, 2, 64, True), (64, 0, 2, 1, 128, True), (14, 1013, 2, 1, 72, True),
           (70, 0, 2, 2, 80, False), (1, 300, 4, 1, 128, True)]
+LARGE = [(130, 200, 4, 2, 72, True), (256, 0, 2, 2, 72, False)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -61,16 +62,25 @@ def test_oracle_matches_numpy_model(shape, evidence):
     assert n_diff == 0, err
 
 
-def test_production_matches_oracle(evidence):
+@pytest.mark.parametrize("isa", ["avx512", "scalar"])
+def test_production_matches_oracle(isa, evidence):
+    lb = runner().lib
+    if isa == "avx512" and lb.v8_cpu_best_isa() < 2:
+        evidence(Rung.PRODUCTION, Outcome.UNRESOLVED, contract=CONTRACT, provider=PROVIDER, isa=isa)
+        pytest.fail("CPU lacks AVX-512")
+    # "scalar": below AVX-512 the provider runs its scalar path (no AVX2 variant yet)
+    lb.v8_cpu_restrict(0xFFFFFFFF if isa == "avx512" else 0x7)
     results = []
-    for shape in SHAPES:
-        st, out = runner().run("prod", case(shape))
-        n_diff, err = mismatch(out, oracle(shape))
-        results.append(dict(describe(shape), status=st, bitexact=int(out.size) - n_diff,
-                            elements=int(out.size), max_abs_err=err))
+    try:
+        for shape in SHAPES + LARGE:
+            st, out = runner().run("prod", case(shape))
+            n_diff, err = mismatch(out, oracle(shape))
+            results.append(dict(describe(shape), status=st, bitexact=int(out.size) - n_diff,
+                                elements=int(out.size), max_abs_err=err))
+    finally:
+        lb.v8_cpu_restrict(0xFFFFFFFF)
     ok = all(r["status"] == 0 and r["bitexact"] == r["elements"] for r in results)
-    evidence(Rung.PRODUCTION, ok, contract=CONTRACT, provider=PROVIDER, isa="scalar",
-             note="no SIMD variant of this contract yet", cases=results)
+    evidence(Rung.PRODUCTION, ok, contract=CONTRACT, provider=PROVIDER, isa=isa, cases=results)
     assert ok, results
 
 
@@ -80,7 +90,7 @@ def test_threadpool_matches_oracle(workers, evidence):
     pool = lb.v8_threadpool_create(workers)
     results = []
     try:
-        for shape in SHAPES:
+        for shape in SHAPES + LARGE[:1]:
             st, out = runner().run("pool", case(shape), workers=workers, pool=pool)
             n_diff, err = mismatch(out, oracle(shape))
             results.append(dict(describe(shape), status=st, bitexact=int(out.size) - n_diff,
