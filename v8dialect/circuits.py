@@ -162,7 +162,7 @@ class LayerPattern:
 class Circuit:
     family: str
     kind: str
-    file: str  # display path, e.g. circuits/qwen3.json
+    file: str  # display path, e.g. circuits/<family>.json
     description: str
     status: str
     input: str
