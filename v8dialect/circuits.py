@@ -610,7 +610,7 @@ def find_gaps(circuit: Circuit, registry: ContractRegistry) -> list[tuple[str, s
             gaps.append((op.path, f"op kind '{op.kind}' ('{op.node}') has no GraphIR op yet"))
         for choices in op.contracts.values():
             for choice in choices:
-                if _known_contract(op, choice, registry):
+                if _known_contract(circuit.file, op, choice, registry):
                     continue
                 nodes = missing.setdefault((choice.path, choice.contract), [])
                 if op.node not in nodes:
@@ -621,13 +621,13 @@ def find_gaps(circuit: Circuit, registry: ContractRegistry) -> list[tuple[str, s
     return gaps
 
 
-def _known_contract(op: OpTemplate, choice: Choice, registry: ContractRegistry) -> bool:
+def _known_contract(file: str, op: OpTemplate, choice: Choice, registry: ContractRegistry) -> bool:
     contract = registry.get(choice.contract)
     if contract is None:
         return False
     accepted = TARGET_OPS.get(op.kind, (op.kind,))
     if contract.target_op not in accepted:
-        raise DataError(contract.source.split(": ", 1)[0], choice.path,
+        raise DataError(file, choice.path,
                         f"contract '{choice.contract}' is for op '{contract.target_op}', "
                         f"not '{op.kind}'")
     return True
