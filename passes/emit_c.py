@@ -118,11 +118,14 @@ class PhasePrinter:
     def parameters(self) -> list[str]:
         args = list(self.fn.body.block.args)
         first_output = len(args) - self.n_outputs()
+        written_attr = self.fn.attributes.get("v8.written_args")
+        written = ({a.value.data for a in written_attr.data if isinstance(a, IntegerAttr)}
+                   if isinstance(written_attr, ArrayAttr) else set[int]())
         params: list[str] = []
         used: set[str] = set()
         for i, arg in enumerate(args):
             name = self.unique_name(arg, used, i)
-            const = "" if i >= first_output else "const "
+            const = "" if i >= first_output or i in written else "const "
             params.append(f"{const}{element_c_type(arg)} *{name}")
         return params
 

@@ -74,10 +74,16 @@ class FunctionLowering:
         if op.resolved is None:
             raise V8Error([op_error(op, "lower-to-kernels: op is not resolved; run resolve-contracts first")])
         (result,) = op.results
-        out = AllocOp(buffer_type(result.type))
         roles = operand_roles(op)
+        if op.IN_PLACE is not None:
+            # the op updates that operand's buffer; its result is the same buffer
+            target = self.values[dict(roles)[op.IN_PLACE]]
+        else:
+            out = AllocOp(buffer_type(result.type))
+            self.emit(out, op)
+            target = out.result
         kernel = KernelOp.create(
-            operands=[self.values[v] for _, v in roles] + [out.result],
+            operands=[self.values[v] for _, v in roles] + [target],
             properties={
                 "kind": StringAttr(op.name.removeprefix("v8.")),
                 "node": op.node,
@@ -87,9 +93,8 @@ class FunctionLowering:
                 "resolved": op.resolved,
             },
         )
-        self.emit(out, op)
         self.emit(kernel, op)
-        self.values[result] = out.result
+        self.values[result] = target
 
     def emit(self, new: Operation, origin: Operation) -> None:
         new.location = origin.location

@@ -29,7 +29,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     StringAttr,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from v8dialect.abi_binding import BindingError, bind
@@ -47,6 +47,7 @@ ARENA_ATTR = "v8.arena_bytes"
 SCRATCH_ATTR = "v8.scratch_sizes"
 OUTPUTS_ATTR = "v8.outputs"
 CHECKS_ATTR = "v8.runtime_checks"
+WRITTEN_ATTR = "v8.written_args"
 HEADERS_ATTR = "v8.c_headers"
 SOURCES_ATTR = "v8.c_sources"
 
@@ -124,6 +125,7 @@ class FunctionPreparation:
     sources: set[str]
 
     def run(self) -> None:
+        written = self.written_arguments()
         outputs = self.bind_outputs()
         ops = list(self.fn.body.block.ops)
         position = {op: i for i, op in enumerate(ops)}
@@ -139,7 +141,18 @@ class FunctionPreparation:
         self.fn.attributes[ARENA_ATTR] = IntegerAttr(arena, IndexType())
         self.fn.attributes[SCRATCH_ATTR] = ArrayAttr([CExprAttr(StringAttr(s)) for s in self.scratch_sizes])
         self.fn.attributes[OUTPUTS_ATTR] = IntegerAttr(outputs, IndexType())
+        self.fn.attributes[WRITTEN_ATTR] = ArrayAttr([IntegerAttr(i, IndexType()) for i in written])
         self.fn.attributes[CHECKS_ATTR] = ArrayAttr([CExprAttr(StringAttr(c)) for c in self.checks])
+
+    def written_arguments(self) -> list[int]:
+        """Arguments a kernel updates in place (a KV cache), so the entry point takes them non-const."""
+        found: set[int] = set()
+        for op in self.fn.body.block.ops:
+            if isinstance(op, KernelOp):
+                out = op.buffer("out")
+                if isinstance(out, BlockArgument):
+                    found.add(out.index)
+        return sorted(found)
 
     def bind_outputs(self) -> int:
         """The phase's results become trailing arguments the producing kernels write."""

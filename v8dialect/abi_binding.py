@@ -101,6 +101,14 @@ def _dims_embedding(op: KernelOp) -> dict[str, Attribute]:
     return {"n_tokens": IntegerAttr(t, i64), "n_vocab": IntegerAttr(vocab, i64), "dim": IntegerAttr(dim, i64)}
 
 
+def _dims_kv_store(op: KernelOp) -> dict[str, Attribute]:
+    t, hkv, d = shape_of(op.buffer("rows"))
+    capacity = shape_of(op.buffer("cache"))[1]
+    return {"n_tokens": IntegerAttr(t, i64), "n_head_kv": IntegerAttr(hkv, i64),
+            "head_dim": IntegerAttr(d, i64), "capacity": IntegerAttr(capacity, i64),
+            "pos0": CExprAttr(StringAttr("n_past"))}
+
+
 DIMENSIONS: Mapping[str, Callable[[KernelOp], dict[str, Attribute]]] = {
     "attention": _dims_attention,
     "linear": _dims_projection,
@@ -109,6 +117,7 @@ DIMENSIONS: Mapping[str, Callable[[KernelOp], dict[str, Attribute]]] = {
     "qk_norm": _dims_per_head,
     "rope": _dims_per_head,
     "embedding": _dims_embedding,
+    "kv_store": _dims_kv_store,
 }
 
 
@@ -153,10 +162,14 @@ def bind(op: KernelOp, kmap: KernelMap) -> BoundCall:
 
 
 def runtime_checks(op: KernelOp) -> list[str]:
-    if op.kind.data != "attention":
-        return []
-    t = shape_of(op.buffer("q"))[0]
-    capacity = shape_of(op.buffer("k"))[1]
+    """New positions must fit the KV cache an attention or cache store touches."""
+    match op.kind.data:
+        case "attention":
+            t, capacity = shape_of(op.buffer("q"))[0], shape_of(op.buffer("k"))[1]
+        case "kv_store":
+            t, capacity = shape_of(op.buffer("rows"))[0], shape_of(op.buffer("cache"))[1]
+        case _:
+            return []
     return [f"n_past + {t} <= {capacity}"]
 
 

@@ -101,6 +101,7 @@ class GraphOp(IRDLOperation):
     """Common ground of contract-bearing GraphIR ops."""
 
     KERNEL_OP: ClassVar[str]
+    IN_PLACE: ClassVar[str | None] = None  # operand whose buffer the result reuses
 
     node = prop_def(StringAttr)
     phase = prop_def(PhaseAttr)
@@ -455,6 +456,45 @@ class EmbeddingOp(GraphOp):
         return {"ids": "contiguous", "table": "contiguous", "output": "contiguous"}
 
 
+# ---- KV cache ----------------------------------------------------------------------
+
+
+@irdl_op_definition
+class KVStoreOp(GraphOp):
+    """Write new K or V rows [T, Hkv, D] into the cache [Hkv, capacity, D] at the next positions.
+
+    The result is the updated cache: the same buffer, written in place (attention
+    reads it afterwards).  Positions start at the phase's runtime n_past.
+    """
+
+    name = "v8.kv_store"
+    KERNEL_OP: ClassVar[str] = "kv_store"
+    IN_PLACE: ClassVar[str] = "cache"
+
+    rows = operand_def(TensorType)
+    cache = operand_def(TensorType)
+    out = result_def(TensorType)
+    contract = prop_def(OpContractAttr)
+
+    assembly_format = "$node $phase $rows `,` $cache `contract` qualified($contract) " + _TAIL
+
+    def verify_(self) -> None:
+        _, hkv, d = shape(tensor(self.rows.type, "rows", 3))
+        chkv, _, cd = shape(tensor(self.cache.type, "cache", 3))
+        if (hkv, d) != (chkv, cd):
+            raise VerifyException(f"rows carry {hkv} heads x {d} but the cache holds {chkv} x {cd}")
+        if self.out.type != self.cache.type:
+            raise VerifyException("the result is the updated cache and has its type")
+        self.verify_contract_op()
+
+    def dtypes(self) -> Mapping[str, str]:
+        return {"input": element(self.rows.type), "cache": element(self.cache.type),
+                "output": element(self.out.type)}
+
+    def layout(self) -> Mapping[str, str]:
+        return {"input": "token_major", "cache": "head_major_strided", "output": "head_major_strided"}
+
+
 # ---- views -----------------------------------------------------------------------
 
 
@@ -500,4 +540,5 @@ GRAPH_OPS: list[type[Operation]] = [
     GeGLUOp,
     ResidualAddOp,
     EmbeddingOp,
+    KVStoreOp,
 ]

@@ -73,6 +73,7 @@ DECODER_OPS = (
     "linear",
     "logits",
     "recurrent",
+    "kv_store",
 )
 
 OP_FIELDS: Mapping[str, tuple[str, ...]] = {
@@ -92,6 +93,7 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
         "add",
         "row_copy",
         "bias_after_dot",
+        "convert_to_cache",
     ),
     "transcendentals": ("none", "sqrtf", "cosf_sinf_iterative_theta", "expf", "tanhf"),
 }
@@ -109,6 +111,7 @@ ROUNDING_POINTS = (
     "fp32_activation",
     "fp32_output",
     "exact_copy",
+    "fp16_round_nearest_even",
 )
 
 # ---- partitions ----------------------------------------------------------
@@ -207,4 +210,5 @@ OP_ROLES: Mapping[str, tuple[str, ...]] = {
     "residual_add": ("input", "residual", "output"),
     "embedding": ("ids", "table", "output"),
     "recurrent": ("input", "state", "output"),
+    "kv_store": ("input", "cache", "output"),
 }

@@ -37,6 +37,7 @@ enum {
     V8_ROPE_NORMAL_FP32_ITERATIVE_THETA = 0x302,
     V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS = 0x311,
     V8_EMBEDDING_FP32_ROW_COPY = 0x401,
+    V8_KV_STORE_F16_ROUND_NEAREST_EVEN = 0x801,
     V8_LINEAR_FP32_ASCENDING_FP32_ACCUMULATE = 0x501,
     V8_LOGITS_FP32_ASCENDING_FP32_ACCUMULATE = 0x502, /* same arithmetic, logits projection */
     V8_RESIDUAL_ADD_FP32 = 0x601,
@@ -160,6 +161,15 @@ v8_status v8_residual_add_f32_ref(int contract, float *y, const float *a, const 
                                   int64_t n);
 v8_status v8_swiglu_f32_ref(int contract, float *y, const float *g, const float *u, int64_t n);
 v8_status v8_geglu_f32_ref(int contract, float *y, const float *g, const float *u, int64_t n);
+
+/* ---- KV cache store: kv_store_f16_round_nearest_even ---------------------
+ * rows: fp32 [n_tokens][n_head_kv][head_dim]; cache: fp16 bits
+ * [n_head_kv][capacity][head_dim]; writes positions [pos0, pos0 + n_tokens).
+ * Rounding is to nearest, ties to even; the F16C path gives the same bits. */
+v8_status v8_kv_store_f16_ref(int contract, const float *rows, uint16_t *cache, int64_t n_tokens,
+                              int64_t n_head_kv, int64_t head_dim, int64_t capacity, int64_t pos0);
+v8_status v8_kv_store_f16(int contract, const float *rows, uint16_t *cache, int64_t n_tokens,
+                          int64_t n_head_kv, int64_t head_dim, int64_t capacity, int64_t pos0);
 
 #ifdef __cplusplus
 }

@@ -47,7 +47,7 @@ def test_packaged_maps_load_and_bind_declared_functions() -> None:
 
 def test_fixture_maps_load() -> None:
     maps = load_kernel_maps(load_registry(), [FIXTURES])
-    assert len(maps.maps) == 12
+    assert len(maps.maps) == 13
 
 
 def test_undeclared_function_is_rejected(tmp_path: Path) -> None:

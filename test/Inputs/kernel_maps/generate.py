@@ -110,6 +110,14 @@ rope = elementwise("fixture.rope", "rope", ("input", "output"), "rope_neox_fp32_
 rope["dtypes"]["positions"] = "i32"
 rope["layout"]["positions"] = "contiguous"
 MAPS["rope"] = rope
+kv_store = call_map("fixture.kv_store", "kv_store", ["prefill", "decode"],
+                    {"input": "f32", "cache": "f16", "output": "f16"},
+                    {"input": "token_major", "cache": "head_major_strided", "output": "head_major_strided"},
+                    [("kv_store_f16_round_nearest_even", "V8_FIXTURE_KV_STORE")], [("serial", "none")],
+                    ELT_ABI, "fixture_kv_store")
+kv_store["threading"] = {"runtime": "serial", "work_partitions": [{"kind": "serial", "reduction_order_effect": "none"}]}
+del kv_store["functions"]["threadpool"]
+MAPS["kv_store"] = kv_store
 
 if __name__ == "__main__":
     for name, kmap in MAPS.items():

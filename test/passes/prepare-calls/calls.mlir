@@ -11,7 +11,7 @@ func.func @decode(%x: tensor<1x1024xf32>, %norm: tensor<1024xf32>, %w: tensor<10
   func.return %s : tensor<1x1024xf32>
 }
 // CHECK: builtin.module attributes {{.*}}v8.c_headers = ["ops/v8_ops.h", "quant/v8_quant.h"]
-// CHECK: func.func @decode(%x: memref<1x1024xf32>, %norm: memref<1024xf32>, %w: memref<1024x1024x!v8.q4_k>, %g: memref<1x1024xf32>, %out: memref<1x1024xf32>) attributes {v8.arena_bytes = 8192 : index, v8.scratch_sizes = [#v8.cexpr<"v8_ql_gemv_scratch_bytes(1024)">], v8.outputs = 1 : index, v8.runtime_checks = []} {
+// CHECK: func.func @decode(%x: memref<1x1024xf32>, %norm: memref<1024xf32>, %w: memref<1024x1024x!v8.q4_k>, %g: memref<1x1024xf32>, %out: memref<1x1024xf32>) attributes {v8.arena_bytes = 8192 : index, v8.scratch_sizes = [#v8.cexpr<"v8_ql_gemv_scratch_bytes(1024)">], v8.outputs = 1 : index, v8.written_args = [], v8.runtime_checks = []} {
 // CHECK-NEXT:   %[[H:.*]] = v8.arena_slice 0 : memref<1x1024xf32>
 // CHECK-NEXT:   v8.call "v8_rmsnorm_f32_parallel_dispatch" "norm" decode(%[[H]], %x, %norm) args [#v8.cexpr<"pool">, #v8.cexpr<"V8_RMSNORM_FP32_FP64_SUM_ASCENDING">, 0 : index, 1 : index, 2 : index, 1 : i64, 1024 : i64, {{.*}} : f32]
 // CHECK-NEXT:   %[[Y:.*]] = v8.arena_slice 4096 : memref<1x1024xf32>

@@ -14,5 +14,5 @@
 // CHECK: v8.linear "attn_q" decode {{.*}} resolved #v8.resolved<kernel = "q4_k_x_q8_k_gemv"
 // CHECK: v8.attention "attn" decode causal {{.*}} resolved #v8.resolved<kernel = "attn_online_split_f16kv", contract = "f16_online_fp32_merge"
 // CHECK-SAME: partition = kv_chunks_by_workers, reduction_order_effect = contract_defined
-// 2 phases x 17 contract-bearing ops
-// COUNT: 34
+// 2 phases x 19 contract-bearing ops
+// COUNT: 38

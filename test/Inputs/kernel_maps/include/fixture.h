@@ -6,7 +6,7 @@ enum {
     V8_FIXTURE_F16_ONLINE_FP32_MERGE = 1, V8_FIXTURE_FLASH_AUTO = 2,
     V8_FIXTURE_Q4_K_BLOCK_ORDER = 3, V8_FIXTURE_Q6_K_BLOCK_ORDER = 4,
     V8_FIXTURE_RMSNORM = 5, V8_FIXTURE_QK_NORM = 6, V8_FIXTURE_EMBEDDING = 7, V8_FIXTURE_ROPE = 8,
-    V8_FIXTURE_INLINE = 9
+    V8_FIXTURE_INLINE = 9, V8_FIXTURE_KV_STORE = 10
 };
 v8_status fixture_attn_split_kv_ref(int c, float *o, const float *q, const void *k, const void *v, int64_t n);
 v8_status fixture_attn_split_kv(int c, float *o, const float *q, const void *k, const void *v, int64_t n);
@@ -38,3 +38,5 @@ v8_status fixture_embedding_parallel_dispatch(v8_threadpool *p, int c, float *y,
 v8_status fixture_rope_ref(int c, float *y, const float *x, int64_t n);
 v8_status fixture_rope(int c, float *y, const float *x, int64_t n);
 v8_status fixture_rope_parallel_dispatch(v8_threadpool *p, int c, float *y, const float *x, int64_t n);
+v8_status fixture_kv_store_ref(int c, float *y, const float *x, int64_t n);
+v8_status fixture_kv_store(int c, float *y, const float *x, int64_t n);
