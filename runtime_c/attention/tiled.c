@@ -217,22 +217,6 @@ static void task_load_q(const v8_attn_args *a, const tiled_ws *w, int64_t h, int
 }
 
 
-static void task_store(const v8_attn_args *a, const tiled_ws *w, int64_t h, int64_t r0,
-                       int64_t nr) {
-    const int64_t D = a->head_dim;
-    for (int64_t r = 0; r < nr; ++r) {
-        const float S = w->S[r];
-        w->inv[r] = S == 0.0f ? 0.0f : 1.0f / S;
-    }
-    for (int64_t r = 0; r < nr; ++r) {
-        float *o = a->out + ((r0 + r) * a->n_head + h) * D;
-        const float inv = w->inv[r];
-        for (int64_t d = 0; d < D; ++d) {
-            o[d] = w->At[d * TQ + r] * inv;
-        }
-    }
-}
-
 /* Store for a row-major accumulator Ar[64][D]. */
 static void task_store_rows(const v8_attn_args *a, const tiled_ws *w, int64_t h, int64_t r0,
                             int64_t nr) {
@@ -380,53 +364,7 @@ static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
-static inline __m256 pow2_avx2(__m256 n) {
-    const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
-}
-
-/* The same exp16 as the AVX-512 form; vscalefps is replaced by multiplications
- * by powers of two that are exact except for the last, so the single rounding
- * (including into the subnormal range) is the one vscalefps makes. */
-static inline __m256 exp16_avx2(__m256 x) {
-    const __m256 r = _mm256_set1_ps(0x1.8p23f);
-    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-    const __m256 n = _mm256_sub_ps(z, r);
-    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 j = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b,
-                                        _mm256_set1_ps(0x1.573e2ep-5f)),
-                        u,
-                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b,
-                                        _mm256_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-    const __m256 lo = _mm256_cmp_ps(n, _mm256_set1_ps(-126.0f), _CMP_LT_OQ);
-    const __m256 hi = _mm256_cmp_ps(n, _mm256_set1_ps(127.0f), _CMP_GT_OQ);
-    if (!_mm256_movemask_ps(_mm256_or_ps(lo, hi))) {
-        return _mm256_mul_ps(j, pow2_avx2(n));
-    }
-    const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
-    const __m256 big = _mm256_cmp_ps(absn, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
-    /* n in [-192, -127]: (j * 2^(n+100)) * 2^-100; n in [128, 192]: (j * 2^(n-100)) * 2^100 */
-    __m256 n1 = _mm256_blendv_ps(n, _mm256_add_ps(n, _mm256_set1_ps(100.0f)), lo);
-    n1 = _mm256_blendv_ps(n1, _mm256_sub_ps(n, _mm256_set1_ps(100.0f)), hi);
-    n1 = _mm256_blendv_ps(n1, _mm256_setzero_ps(), big);
-    __m256 f2 = _mm256_set1_ps(1.0f);
-    f2 = _mm256_blendv_ps(f2, _mm256_set1_ps(0x1p-100f), lo);
-    f2 = _mm256_blendv_ps(f2, _mm256_set1_ps(0x1p100f), hi);
-    const __m256 res = _mm256_mul_ps(_mm256_mul_ps(j, pow2_avx2(n1)), f2);
-    const __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
-                                        _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ));
-    return _mm256_blendv_ps(res, alt, big);
-}
-
-static void widen_rows_avx2(const uint16_t *src, float *dst, int64_t n) {
-    for (int64_t i = 0; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-    }
-}
+#include "tiled_avx2.inc"
 
 static void tiled_task_avx2(const v8_attn_args *a, const tiled_ws *w, int64_t h, int64_t r0,
                             int64_t nr) {
@@ -446,7 +384,6 @@ static void tiled_task_avx2(const v8_attn_args *a, const tiled_ws *w, int64_t h,
     /* row vectors that hold real rows (8 lanes each) */
     const int nrv = (int)((nr + 7) / 8);
     const int64_t kv_stop = a->causal ? a->q_pos0 + r0 + nr : a->kv_len;
-    const __m256 vscale = _mm256_set1_ps(a->scale);
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
 
     for (int64_t t0 = 0; t0 < kv_stop; t0 += TKV) {
@@ -457,50 +394,7 @@ static void tiled_task_avx2(const v8_attn_args *a, const tiled_ws *w, int64_t h,
         memset(Kf + nk * D, 0, sizeof(float) * (size_t)((nkc - nk) * D));
         memset(Vf + nk * D, 0, sizeof(float) * (size_t)((nkc - nk) * D));
 
-        /* scores, two keys x 32 rows per block */
-        for (int rh = 0; rh < 2; ++rh) {
-            if (rh * 4 >= nrv) {
-                break;
-            }
-            const float *qb = Qt + 32 * rh;
-            for (int64_t j = 0; j < nkc; j += 2) {
-                __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
-                __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
-                const float *k0 = Kf + j * D;
-                for (int64_t d = 0; d < D; ++d) {
-                    const __m256 q0 = _mm256_loadu_ps(qb + d * TQ);
-                    const __m256 q1 = _mm256_loadu_ps(qb + d * TQ + 8);
-                    const __m256 q2 = _mm256_loadu_ps(qb + d * TQ + 16);
-                    const __m256 q3 = _mm256_loadu_ps(qb + d * TQ + 24);
-                    __m256 kb = _mm256_broadcast_ss(k0 + d);
-                    a00 = _mm256_fmadd_ps(q0, kb, a00); a01 = _mm256_fmadd_ps(q1, kb, a01);
-                    a02 = _mm256_fmadd_ps(q2, kb, a02); a03 = _mm256_fmadd_ps(q3, kb, a03);
-                    kb = _mm256_broadcast_ss(k0 + D + d);
-                    a10 = _mm256_fmadd_ps(q0, kb, a10); a11 = _mm256_fmadd_ps(q1, kb, a11);
-                    a12 = _mm256_fmadd_ps(q2, kb, a12); a13 = _mm256_fmadd_ps(q3, kb, a13);
-                }
-                const __m256i *ev = (const __m256i *)(endv + 32 * rh);
-#define V8_STORE_SCORES2(jj, x, rv)                                                       \
-    _mm256_storeu_ps(P + (j + (jj)) * TQ + 32 * rh + 8 * (rv),                            \
-                     _mm256_blendv_ps(ninf, _mm256_mul_ps(x, vscale),                     \
-                                      _mm256_castsi256_ps(_mm256_cmpgt_epi32(             \
-                                          _mm256_loadu_si256(ev + (rv)),                  \
-                                          _mm256_set1_epi32((int32_t)(t0 + j + (jj)))))))
-                V8_STORE_SCORES2(0, a00, 0); V8_STORE_SCORES2(0, a01, 1);
-                V8_STORE_SCORES2(0, a02, 2); V8_STORE_SCORES2(0, a03, 3);
-                V8_STORE_SCORES2(1, a10, 0); V8_STORE_SCORES2(1, a11, 1);
-                V8_STORE_SCORES2(1, a12, 2); V8_STORE_SCORES2(1, a13, 3);
-#undef V8_STORE_SCORES2
-            }
-        }
-        if (nrv <= 4) {
-            /* rows 32..63 hold no real row: they see nothing */
-            for (int64_t j = 0; j < nkc; ++j) {
-                for (int rv = 4; rv < 8; ++rv) {
-                    _mm256_storeu_ps(P + j * TQ + 8 * rv, ninf);
-                }
-            }
-        }
+        score_tile_avx2(Qt, Kf, D, nkc, t0, endv, a->scale, P, nrv);
 
         for (int rv = 0; rv < 8; ++rv) {
             __m256 tmax = ninf;
@@ -519,9 +413,14 @@ static void tiled_task_avx2(const v8_attn_args *a, const tiled_ws *w, int64_t h,
                     ms[l] = (grow >> l) & 1 ? rescale_factor(mo[l], mn[l]) : 1.0f;
                 }
                 const __m256 vms = _mm256_loadu_ps(ms);
-                for (int64_t d = 0; d < D; ++d) {
-                    float *ap = At + d * TQ + 8 * rv;
-                    _mm256_storeu_ps(ap, _mm256_mul_ps(_mm256_loadu_ps(ap), vms));
+                for (int l = 0; l < 8; ++l) {
+                    if ((grow >> l) & 1) {
+                        float *ar = At + (8 * rv + l) * D;
+                        const __m256 m1 = _mm256_set1_ps(ms[l]);
+                        for (int64_t d = 0; d < D; d += 8) {
+                            _mm256_storeu_ps(ar + d, _mm256_mul_ps(_mm256_loadu_ps(ar + d), m1));
+                        }
+                    }
                 }
                 _mm256_storeu_ps(S + 8 * rv, _mm256_mul_ps(_mm256_loadu_ps(S + 8 * rv), vms));
             }
@@ -562,39 +461,19 @@ static void tiled_task_avx2(const v8_attn_args *a, const tiled_ws *w, int64_t h,
             _mm256_storeu_ps(S + 8 * rv, _mm256_blendv_ps(Sold, Snew, live));
         }
 
-        /* values, two d x 32 rows per block */
-        for (int rh = 0; rh < 2; ++rh) {
-            if (rh * 4 >= nrv) {
-                break;
+        /* values: Ar[r][d] = fma chain over keys of P[j][r] * V[j][d], lanes along d
+         * (see the AVX-512 kernel for why); rows past nr are zero and never stored */
+        for (int64_t r = 0; r < nr; r += 4) {
+            int64_t d = 0;
+            for (; d + 16 <= D; d += 16) {
+                pv_4x16_avx2(At + r * D + d, D, P + r, Vf + d, D, nkc);
             }
-            for (int64_t d = 0; d < D; d += 2) {
-                float *a0p = At + d * TQ + 32 * rh;
-                __m256 a00 = _mm256_loadu_ps(a0p), a01 = _mm256_loadu_ps(a0p + 8);
-                __m256 a02 = _mm256_loadu_ps(a0p + 16), a03 = _mm256_loadu_ps(a0p + 24);
-                __m256 a10 = _mm256_loadu_ps(a0p + TQ), a11 = _mm256_loadu_ps(a0p + TQ + 8);
-                __m256 a12 = _mm256_loadu_ps(a0p + TQ + 16), a13 = _mm256_loadu_ps(a0p + TQ + 24);
-                for (int64_t j = 0; j < nkc; ++j) {
-                    const float *pj = P + j * TQ + 32 * rh;
-                    const __m256 p0 = _mm256_loadu_ps(pj);
-                    const __m256 p1 = _mm256_loadu_ps(pj + 8);
-                    const __m256 p2 = _mm256_loadu_ps(pj + 16);
-                    const __m256 p3 = _mm256_loadu_ps(pj + 24);
-                    const float *vr = Vf + j * D + d;
-                    __m256 vb = _mm256_broadcast_ss(vr);
-                    a00 = _mm256_fmadd_ps(p0, vb, a00); a01 = _mm256_fmadd_ps(p1, vb, a01);
-                    a02 = _mm256_fmadd_ps(p2, vb, a02); a03 = _mm256_fmadd_ps(p3, vb, a03);
-                    vb = _mm256_broadcast_ss(vr + 1);
-                    a10 = _mm256_fmadd_ps(p0, vb, a10); a11 = _mm256_fmadd_ps(p1, vb, a11);
-                    a12 = _mm256_fmadd_ps(p2, vb, a12); a13 = _mm256_fmadd_ps(p3, vb, a13);
-                }
-                _mm256_storeu_ps(a0p, a00); _mm256_storeu_ps(a0p + 8, a01);
-                _mm256_storeu_ps(a0p + 16, a02); _mm256_storeu_ps(a0p + 24, a03);
-                _mm256_storeu_ps(a0p + TQ, a10); _mm256_storeu_ps(a0p + TQ + 8, a11);
-                _mm256_storeu_ps(a0p + TQ + 16, a12); _mm256_storeu_ps(a0p + TQ + 24, a13);
+            if (d < D) {
+                pv_4x8_avx2(At + r * D + d, D, P + r, Vf + d, D, nkc);
             }
         }
     }
-    task_store(a, w, h, r0, nr);
+    task_store_rows(a, w, h, r0, nr);
 }
 
 #pragma GCC pop_options
