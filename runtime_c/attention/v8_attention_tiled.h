@@ -2,7 +2,7 @@
  * (non-flash) path.  All functions use the common attention ABI of
  * v8_attention.h (K/V: fp16 bits, head-major [n_head_kv][kv_capacity][D]).
  *
- * Provider attn_tiled64 - contract f16_kv_tiled64_fp32_softmax_fp64_sum_update
+ * Provider attn_tiled64_f16kv - contract f16_kv_tiled64_fp32_softmax_fp64_sum_update
  *   Per (head, query row), keys in tiles of 64 starting at key 0:
  *     s_j  = fma chain over d ascending (from 0) of q[d] * k_j[d], then s_j * scale
  *            (q fp32 as given, k widened from fp16); hidden/padded keys -> -inf;
@@ -21,16 +21,18 @@
  *   tiling, on padding of K beyond the mask, or on the thread count.
  *   Partition: independent (head, 64-query block) tasks, effect none.
  *
- * Provider attn_auto_qtile64 - contract f16_flash_auto_qtile64
+ * Provider attn_auto_qtile64_f16kv - contract f16_flash_auto_qtile64
  *   The choice ggml makes per prefill segment (per call): the tiled contract
  *   when n_q >= 64 and head_dim is a multiple of 16 (the f32 lane count of the
  *   AVX-512 build; ggml falls back to the one-chunk path otherwise), else
  *   f16_online_single_range (provided by v8_attn_online_f16kv*).
  *
- * Provider attn_llama_regular - contract fp32_llama_regular
- *   KQ = dot(r16(q), k) with fp16 operands, fp32 products; softmax over
- *   s * scale with hidden keys masked; probabilities rounded to fp16; P.V with
- *   fp16 operands.  Dot orders: see llama_regular.c. */
+ * Provider attn_llama_regular_f16kv - contract fp32_llama_regular
+ *   s_j = fma chain over d (from 0) of r16(q)[d] * k_j[d]; w_j = s_j * scale,
+ *   hidden keys -inf; p_j = exp16(w_j - max w); sum = fp64 sum of tree16 over
+ *   16-key groups; p16_j = r16(p_j * fp32(1/sum)); out[d] = fma chain over keys
+ *   of p16_j * v_j[d].  The dot orders (sequential chains) are this provider's
+ *   declared order; see llama_regular.c.  Partition: (head, query block). */
 #ifndef V8_ATTENTION_TILED_H
 #define V8_ATTENTION_TILED_H
 
@@ -48,14 +50,14 @@ extern "C" {
 #define V8_ATTN_TILE_Q 64
 #define V8_ATTN_TILE_KV 64
 
-/* ---- provider attn_tiled64 ---------------------------------------------- */
+/* ---- provider attn_tiled64_f16kv ---------------------------------------------- */
 size_t v8_attn_tiled_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
                                    int n_workers);
 v8_status v8_attn_tiled_ref(V8_ATTN_ARGS_DECL);
 v8_status v8_attn_tiled(V8_ATTN_ARGS_DECL);
 v8_status v8_attn_tiled_parallel_dispatch(v8_threadpool *pool, V8_ATTN_ARGS_DECL);
 
-/* ---- provider attn_auto_qtile64 ----------------------------------------- */
+/* ---- provider attn_auto_qtile64_f16kv ----------------------------------------- */
 /* 1 when the auto contract runs the tiled contract for this segment. */
 int v8_attn_auto_uses_tiled(int64_t n_q, int64_t head_dim);
 size_t v8_attn_auto_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
@@ -64,7 +66,7 @@ v8_status v8_attn_auto_ref(V8_ATTN_ARGS_DECL);
 v8_status v8_attn_auto(V8_ATTN_ARGS_DECL);
 v8_status v8_attn_auto_parallel_dispatch(v8_threadpool *pool, V8_ATTN_ARGS_DECL);
 
-/* ---- provider attn_llama_regular ---------------------------------------- */
+/* ---- provider attn_llama_regular_f16kv ---------------------------------------- */
 size_t v8_attn_llama_regular_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
                                            int n_workers);
 v8_status v8_attn_llama_regular_ref(V8_ATTN_ARGS_DECL);

@@ -1,8 +1,7 @@
 """Evidence for fp32_llama_regular (provider attn_llama_regular_f16kv).
 
-Oracle vs the independent numpy model: bit-exact.  Production (the scalar
-path; no SIMD variant yet) and threadpool (1, 2, 3, 4, 8 workers) vs oracle:
-bit-exact.  External: ggml's regular graph (mul_mat + soft_max_ext + mul_mat)
+Oracle vs the independent numpy model: bit-exact.  Production (AVX-512,
+AVX2, scalar) and threadpool (1, 2, 3, 4, 8 workers) vs oracle: bit-exact.  External: ggml's regular graph (mul_mat + soft_max_ext + mul_mat)
 within a stated tolerance - the contract's dot orders are sequential fp32 fma
 chains, while ggml's mul_mat uses ggml_vec_dot_f16's lane tree, which on an
 AVX512-FP16 host even accumulates in fp16; the observed error is recorded.
@@ -62,16 +61,20 @@ def test_oracle_matches_numpy_model(shape, evidence):
     assert n_diff == 0, err
 
 
-@pytest.mark.parametrize("isa", ["avx512", "scalar"])
+ISA = {"avx512": (2, 0xFFFFFFFF), "avx2": (1, 0x7), "scalar": (0, 0)}
+
+
+@pytest.mark.parametrize("isa", list(ISA))
 def test_production_matches_oracle(isa, evidence):
     lb = runner().lib
-    if isa == "avx512" and lb.v8_cpu_best_isa() < 2:
+    level, mask = ISA[isa]
+    if lb.v8_cpu_best_isa() < level:
         evidence(Rung.PRODUCTION, Outcome.UNRESOLVED, contract=CONTRACT, provider=PROVIDER, isa=isa)
-        pytest.fail("CPU lacks AVX-512")
-    # "scalar": below AVX-512 the provider runs its scalar path (no AVX2 variant yet)
-    lb.v8_cpu_restrict(0xFFFFFFFF if isa == "avx512" else 0x7)
+        pytest.fail(f"CPU lacks {isa}")
+    lb.v8_cpu_restrict(mask)
     results = []
     try:
+        assert lb.v8_cpu_best_isa() == level
         for shape in SHAPES + LARGE:
             st, out = runner().run("prod", case(shape))
             n_diff, err = mismatch(out, oracle(shape))
