@@ -1,4 +1,4 @@
-/* Provider attn_tiled64: contract f16_kv_tiled64_fp32_softmax_fp64_sum_update
+/* Provider attn_tiled64_f16kv: contract f16_kv_tiled64_fp32_softmax_fp64_sum_update
  * (see v8_attention_tiled.h for the arithmetic), and the auto composite
  * f16_flash_auto_qtile64.
  *

@@ -1,4 +1,4 @@
-/* Provider attn_auto_qtile64: contract f16_flash_auto_qtile64.
+/* Provider attn_auto_qtile64_f16kv: contract f16_flash_auto_qtile64.
  *
  * ggml decides per flash-attention call (one prefill segment) between its
  * one-chunk online path and its 64x64 tiled path: tiled when the query batch
