@@ -50,8 +50,8 @@ from xdsl.utils.exceptions import VerifyException
 
 from v8dialect.attributes import (
     ExecutionRequirementAttr,
-    MaskAttr,
     Mask,
+    MaskAttr,
     Phase,
     PhaseAttr,
     Q4KType,
@@ -120,13 +120,19 @@ class BuildOptions:
 def hydrate(circuit: Circuit, manifest: Manifest) -> Manifest:
     """The manifest completed with the circuit's defaults and checked against the circuit."""
     if manifest.architecture not in circuit.architectures:
-        raise BuildError(manifest.file, f"architecture '{manifest.architecture}' is not one that "
-                                        f"{circuit.file} builds ({', '.join(circuit.architectures)})")
+        raise BuildError(
+            manifest.file,
+            f"architecture '{manifest.architecture}' is not one that "
+            f"{circuit.file} builds ({', '.join(circuit.architectures)})",
+        )
     for key, wanted in circuit.match.items():
         found = manifest.raw.get(key)
         if manifest.source == "gguf" and found != wanted:
-            raise BuildError(manifest.file, f"metadata '{key}' is {found!r}; {circuit.file} builds "
-                                            f"only models where it is '{wanted}'")
+            raise BuildError(
+                manifest.file,
+                f"metadata '{key}' is {found!r}; {circuit.file} builds "
+                f"only models where it is '{wanted}'",
+            )
     _refuse_unexpressed(circuit, manifest)
     try:
         done = complete(manifest, circuit.defaults, circuit.required)
@@ -141,16 +147,23 @@ def _refuse_unexpressed(circuit: Circuit, manifest: Manifest) -> None:
     for suffix in UNEXPRESSED_METADATA:
         value = manifest.raw.get(f"{prefix}.{suffix}")
         if value is not None and value not in ("none", 0, 0.0):
-            raise BuildError(manifest.file, f"metadata '{prefix}.{suffix}' = {value!r} changes the "
-                                            f"arithmetic, and {circuit.file} declares no op for it")
+            raise BuildError(
+                manifest.file,
+                f"metadata '{prefix}.{suffix}' = {value!r} changes the "
+                f"arithmetic, and {circuit.file} declares no op for it",
+            )
 
 
 def _check_heads(file: str, manifest: Manifest) -> None:
     heads, kv_heads = manifest.get("head_count"), manifest.get("head_count_kv")
-    if isinstance(heads, int) and isinstance(kv_heads, int):
-        if heads < 1 or kv_heads < 1 or heads % kv_heads:
-            raise BuildError(file, f"head_count {heads} is not a multiple of head_count_kv "
-                                   f"{kv_heads} (grouped-query attention needs H % Hkv == 0)")
+    if not (isinstance(heads, int) and isinstance(kv_heads, int)):
+        return  # absent values are reported by the op that needs them
+    if heads < 1 or kv_heads < 1 or heads % kv_heads:
+        raise BuildError(
+            file,
+            f"head_count {heads} is not a multiple of head_count_kv "
+            f"{kv_heads} (grouped-query attention needs H % Hkv == 0)",
+        )
 
 
 def default_kv_capacity(circuit: Circuit, manifest: Manifest) -> int:
@@ -200,10 +213,17 @@ class Arguments:
     block: Block
     attrs: list[DictionaryAttr] = field(default_factory=list[DictionaryAttr])
     by_key: dict[tuple[str, tuple[tuple[str, float], ...]], SSAValue] = field(
-        default_factory=dict[tuple[str, tuple[tuple[str, float], ...]], SSAValue])
+        default_factory=dict[tuple[str, tuple[tuple[str, float], ...]], SSAValue]
+    )
 
-    def get(self, name: str, value_type: Attribute, location: FileLineColLoc,
-            tensor: str | None = None, transforms: Mapping[str, float] | None = None) -> SSAValue:
+    def get(
+        self,
+        name: str,
+        value_type: Attribute,
+        location: FileLineColLoc,
+        tensor: str | None = None,
+        transforms: Mapping[str, float] | None = None,
+    ) -> SSAValue:
         steps = tuple(sorted((transforms or {}).items()))
         key = (tensor or name, steps)
         if key in self.by_key:
@@ -241,8 +261,13 @@ class FunctionBuilder:
     def __post_init__(self) -> None:
         self.args = Arguments(self.block)
 
-    def arg(self, name: str, value_type: Attribute, tensor: str | None = None,
-            transforms: Mapping[str, float] | None = None) -> SSAValue:
+    def arg(
+        self,
+        name: str,
+        value_type: Attribute,
+        tensor: str | None = None,
+        transforms: Mapping[str, float] | None = None,
+    ) -> SSAValue:
         assert self.current is not None
         return self.args.get(name, value_type, self.location(self.current), tensor, transforms)
 
@@ -251,8 +276,11 @@ class FunctionBuilder:
     def number(self, name: str, op: OpTemplate) -> int | float:
         value = self.manifest.get(name)
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.conflict(op, f"needs manifest value '{name}', which the model does not state "
-                                    "and the circuit gives no default for")
+            raise self.conflict(
+                op,
+                f"needs manifest value '{name}', which the model does not state "
+                "and the circuit gives no default for",
+            )
         return value
 
     def integer(self, name: str, op: OpTemplate) -> int:
@@ -262,8 +290,10 @@ class FunctionBuilder:
         return value
 
     def conflict(self, op: OpTemplate, message: str) -> BuildError:
-        return BuildError(self.manifest.file,
-                          f"{message} (required by '{op.node or op.kind}' at {self.where(op)})")
+        return BuildError(
+            self.manifest.file,
+            f"{message} (required by '{op.node or op.kind}' at {self.where(op)})",
+        )
 
     def where(self, op: OpTemplate) -> str:
         return f"{self.circuit.file}:{op.line}:{op.column}"
@@ -273,15 +303,22 @@ class FunctionBuilder:
 
     # -- tensors -----------------------------------------------------------------------
 
-    def weight(self, op: OpTemplate, stem: str, layer: int | None, dims: Sequence[int],
-               transforms: Mapping[str, float] | None = None) -> SSAValue:
+    def weight(
+        self,
+        op: OpTemplate,
+        stem: str,
+        layer: int | None,
+        dims: Sequence[int],
+        transforms: Mapping[str, float] | None = None,
+    ) -> SSAValue:
         """The argument for tensor `<prefix><stem>.weight`, checked against the predicted shape."""
         name = f"{self.circuit.prefix(layer)}{stem}.weight"
         info = self.tensor_info(op, name, dims)
         element = element_type(info.dtype)
         if element is None or info.dtype == "i32":
-            raise self.conflict(op, f"tensor '{name}' has type {info.dtype}, which no v8 element "
-                                    "type represents")
+            raise self.conflict(
+                op, f"tensor '{name}' has type {info.dtype}, which no v8 element type represents"
+            )
         self.used_tensors.add(name)
         return self.arg(name, tensor_of(info.shape, element), name, transforms)
 
@@ -319,12 +356,16 @@ class FunctionBuilder:
             shown = ", ".join(f"{k} = {v}" for k, v in sorted(facts.items()))
             offered = "; ".join(c.describe() for c in choices)
             count = "no" if not active else f"{len(active)}"
-            raise self.conflict(op, f"{count} {self.phase} requirement of '{op.node}' is active for "
-                                    f"{shown} (declared: {offered})")
+            raise self.conflict(
+                op,
+                f"{count} {self.phase} requirement of '{op.node}' is active for "
+                f"{shown} (declared: {offered})",
+            )
         return active[0]
 
-    def properties(self, op: OpTemplate, layer: int | None,
-                   weight_type: str | None = None) -> dict[str, Attribute]:
+    def properties(
+        self, op: OpTemplate, layer: int | None, weight_type: str | None = None
+    ) -> dict[str, Attribute]:
         choice = self.choose(op, weight_type)
         contract = self.registry.get(choice.contract)
         assert contract is not None  # the circuit loaded, so every contract exists
@@ -336,7 +377,9 @@ class FunctionBuilder:
         }
         if choice.execution is not None:
             runtime, partition = choice.execution
-            props["execution"] = ExecutionRequirementAttr(StringAttr(runtime), StringAttr(partition))
+            props["execution"] = ExecutionRequirementAttr(
+                StringAttr(runtime), StringAttr(partition)
+            )
         if op.kind == "attention":
             self.attention_contracts.add(choice.contract)
         return props
@@ -360,7 +403,9 @@ class FunctionBuilder:
         else:
             values[op.output] = result
 
-    def emit_embedding(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
+    def emit_embedding(
+        self, op: OpTemplate, inputs: list[SSAValue], layer: int | None
+    ) -> Operation:
         vocab_size = self.integer("vocab_size", op)
         width = self.integer("embedding_length", op)
         transforms: dict[str, float] = {}
@@ -368,11 +413,15 @@ class FunctionBuilder:
             # Scaling the rows in fp32 at load gives the bits of scaling every gathered row
             # in fp32 afterwards, so the row-copy contract stays exact.
             transforms["weight_scale"] = math.sqrt(self.number(op.output_scale[1], op))
-        table = self.weight(op, self.stem(op), layer, (vocab_size, width),
-                            {**transforms, **self.offset(op)})
+        table = self.weight(
+            op, self.stem(op), layer, (vocab_size, width), {**transforms, **self.offset(op)}
+        )
         out = tensor_of((dims_of(inputs[0])[0], width), Float32Type())
-        return EmbeddingOp.build(operands=[inputs[0], table], result_types=[out],
-                                 properties=self.properties(op, layer, self.weight_dtype(table)))
+        return EmbeddingOp.build(
+            operands=[inputs[0], table],
+            result_types=[out],
+            properties=self.properties(op, layer, self.weight_dtype(table)),
+        )
 
     def offset(self, op: OpTemplate) -> dict[str, float]:
         amount = op.weight_offset.get(self.manifest.source, 0.0)
@@ -391,15 +440,20 @@ class FunctionBuilder:
         props["eps"] = FloatAttr(float(self.number(op.eps, op)), Float32Type())
         return cls.build(operands=[x, w], result_types=[x.type], properties=props)
 
-    def emit_projection(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
+    def emit_projection(
+        self, op: OpTemplate, inputs: list[SSAValue], layer: int | None
+    ) -> Operation:
         (x,) = inputs
         tokens, k = dims_of(x)
         n = math.prod(f if isinstance(f, int) else self.integer(f, op) for f in op.features)
         w = self.weight(op, self.projection_stem(op, layer), layer, (n, k))
         bias = [self.bias(op, layer, n)] if op.bias is not None else []
         cls = LinearOp if op.kind == "linear" else LogitsOp
-        return cls.build(operands=[x, w, bias], result_types=[tensor_of((tokens, n), Float32Type())],
-                         properties=self.properties(op, layer, self.weight_dtype(w)))
+        return cls.build(
+            operands=[x, w, bias],
+            result_types=[tensor_of((tokens, n), Float32Type())],
+            properties=self.properties(op, layer, self.weight_dtype(w)),
+        )
 
     def projection_stem(self, op: OpTemplate, layer: int | None) -> str:
         """The weight's stem, or the tied tensor's when the circuit and the model say so."""
@@ -431,8 +485,9 @@ class FunctionBuilder:
             assert op.heads is not None
             heads = self.integer(op.heads, op)
             if dims[-1] % heads:
-                raise self.conflict(op, f"{dims[-1]} features do not split into {heads} heads "
-                                        f"('{op.heads}')")
+                raise self.conflict(
+                    op, f"{dims[-1]} features do not split into {heads} heads ('{op.heads}')"
+                )
             shape = (dims[0], heads, dims[-1] // heads)
         assert isinstance(x.type, TensorType)
         element: Attribute = x.type.get_element_type()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
@@ -459,19 +514,26 @@ class FunctionBuilder:
             return ()
         value = self.manifest.get(op.sections)
         if not isinstance(value, tuple) or not value:
-            raise self.conflict(op, f"needs manifest value '{op.sections}' (a list of section sizes)")
+            raise self.conflict(
+                op, f"needs manifest value '{op.sections}' (a list of section sizes)"
+            )
         return value
 
-    def emit_attention(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
+    def emit_attention(
+        self, op: OpTemplate, inputs: list[SSAValue], layer: int | None
+    ) -> Operation:
         q, k, v = inputs
         tokens, heads, dim = dims_of(q)
         assert op.kv_heads is not None and op.scale is not None and op.mask is not None
         kv_heads = self.integer(op.kv_heads, op)
         for what, value in (("k", k), ("v", v)):
             if dims_of(value) != (tokens, kv_heads, dim):
-                raise self.conflict(op, f"{what} is {'x'.join(map(str, dims_of(value)))}; attention "
-                                        f"needs {tokens}x{kv_heads}x{dim} (q's head dim, "
-                                        f"'{op.kv_heads}' heads)")
+                raise self.conflict(
+                    op,
+                    f"{what} is {'x'.join(map(str, dims_of(value)))}; attention "
+                    f"needs {tokens}x{kv_heads}x{dim} (q's head dim, "
+                    f"'{op.kv_heads}' heads)",
+                )
         self.check_window(op)
         kv_dtype = str(self.manifest.get("kv_cache_dtype"))
         element = element_type(kv_dtype)
@@ -485,8 +547,9 @@ class FunctionBuilder:
         props = self.properties(op, layer)
         props["mask"] = MaskAttr(Mask(op.mask))
         props["scale"] = FloatAttr(1.0 / math.sqrt(self.number(op.scale[1], op)), Float32Type())
-        return AttentionOp.build(operands=[q, k_cache, v_cache], result_types=[q.type],
-                                 properties=props)
+        return AttentionOp.build(
+            operands=[q, k_cache, v_cache], result_types=[q.type], properties=props
+        )
 
     def check_window(self, op: OpTemplate) -> None:
         """A sliding window that never masks anything is plain causal attention; others refuse."""
@@ -494,17 +557,22 @@ class FunctionBuilder:
             return
         window = self.integer(op.window, op)
         if self.kv_capacity > window:
-            raise self.conflict(op, f"sliding-window attention over {window} positions with a KV "
-                                    f"capacity of {self.kv_capacity}: v8.attention has no window, so "
-                                    f"build with --kv-capacity <= {window} (the window then masks "
-                                    "nothing and causal attention is exact)")
+            raise self.conflict(
+                op,
+                f"sliding-window attention over {window} positions with a KV "
+                f"capacity of {self.kv_capacity}: v8.attention has no window, so "
+                f"build with --kv-capacity <= {window} (the window then masks "
+                "nothing and causal attention is exact)",
+            )
 
     def emit_binary(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
         a, b = inputs
         if a.type != b.type:
             raise BuildError(self.where(op), f"'{op.node}' combines {a.type} and {b.type}")
         cls = {"residual_add": ResidualAddOp, "swiglu": SwiGLUOp, "geglu": GeGLUOp}[op.kind]
-        return cls.build(operands=[a, b], result_types=[a.type], properties=self.properties(op, layer))
+        return cls.build(
+            operands=[a, b], result_types=[a.type], properties=self.properties(op, layer)
+        )
 
     # -- the function --------------------------------------------------------------------
 
@@ -515,7 +583,9 @@ class FunctionBuilder:
             values["tokens"] = self.arg("tokens", tensor_of((self.tokens,), i32))
         else:
             width = self.integer_field("embedding_length")
-            values["hidden"] = self.arg("embeddings", tensor_of((self.tokens, width), Float32Type()))
+            values["hidden"] = self.arg(
+                "embeddings", tensor_of((self.tokens, width), Float32Type())
+            )
         for op in self.circuit.prologue:
             self.emit(op, values, None)
         period = self.period()
@@ -529,14 +599,20 @@ class FunctionBuilder:
         result = values[self.circuit.result]
         self.block.add_op(ReturnOp(result))
         arg_types = [a.type for a in self.block.args]
-        return FuncOp(name, (arg_types, [result.type]), Region(self.block),
-                      arg_attrs=ArrayAttr(self.args.attrs))
+        return FuncOp(
+            name,
+            (arg_types, [result.type]),
+            Region(self.block),
+            arg_attrs=ArrayAttr(self.args.attrs),
+        )
 
     def integer_field(self, name: str) -> int:
         value = self.manifest.get(name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise BuildError(self.manifest.file, f"manifest value '{name}' must be a positive integer, "
-                                                 f"got {value!r}")
+            raise BuildError(
+                self.manifest.file,
+                f"manifest value '{name}' must be a positive integer, got {value!r}",
+            )
         return value
 
     def period(self) -> int | None:
@@ -562,15 +638,19 @@ EMITTERS = {
 # ---- the module ------------------------------------------------------------------------
 
 
-def build_module(circuit: Circuit, manifest: Manifest, registry: ContractRegistry,
-                 options: BuildOptions) -> ModuleOp:
+def build_module(
+    circuit: Circuit, manifest: Manifest, registry: ContractRegistry, options: BuildOptions
+) -> ModuleOp:
     manifest = hydrate(circuit, manifest.with_values(options.overrides))
     capacity = options.kv_capacity or default_kv_capacity(circuit, manifest)
     if options.prefill_tokens < 1 or capacity < 1:
         raise BuildError("<command line>", "--prefill-tokens and --kv-capacity must be positive")
     if circuit.kind == "decoder" and options.prefill_tokens > capacity:
-        raise BuildError("<command line>", f"{options.prefill_tokens} prefill tokens do not fit a KV "
-                                           f"cache of {capacity} positions")
+        raise BuildError(
+            "<command line>",
+            f"{options.prefill_tokens} prefill tokens do not fit a KV "
+            f"cache of {capacity} positions",
+        )
     functions: list[Operation] = []
     used: set[str] = set()
     for phase in circuit.phases:
@@ -580,8 +660,11 @@ def build_module(circuit: Circuit, manifest: Manifest, registry: ContractRegistr
         used |= builder.used_tensors
         if phase == "decode" and len(builder.attention_contracts) != 1:
             found = ", ".join(sorted(builder.attention_contracts)) or "none"
-            raise BuildError(circuit.file, "a decoder must end with exactly one active decode "
-                                           f"attention contract; this model activates: {found}")
+            raise BuildError(
+                circuit.file,
+                "a decoder must end with exactly one active decode "
+                f"attention contract; this model activates: {found}",
+            )
     _refuse_unused_tensors(manifest, used, circuit)
     module = ModuleOp(functions)
     module.attributes["v8.circuit"] = StringAttr(circuit.file)
@@ -596,8 +679,9 @@ def _refuse_unused_tensors(manifest: Manifest, used: set[str], circuit: Circuit)
     unused = sorted(set(manifest.tensors) - used)
     if unused:
         shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
-        raise BuildError(manifest.file, f"{len(unused)} tensor(s) that {circuit.file} never reads: "
-                                        f"{shown}")
+        raise BuildError(
+            manifest.file, f"{len(unused)} tensor(s) that {circuit.file} never reads: {shown}"
+        )
 
 
 def manifest_attr(manifest: Manifest, kv_capacity: int) -> DictionaryAttr:
@@ -640,15 +724,31 @@ def print_module(module: ModuleOp, stream: IO[str]) -> None:
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="v8-build", description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path, help="a GGUF file or a config JSON")
-    parser.add_argument("--circuit", required=True, help="a family name (circuits/<name>.json) or a path")
+    parser.add_argument(
+        "--circuit", required=True, help="a family name (circuits/<name>.json) or a path"
+    )
     parser.add_argument("--prefill-tokens", type=int, default=DEFAULT_PREFILL_TOKENS)
-    parser.add_argument("--kv-capacity", type=int, default=None,
-                        help="KV cache positions (default: context length capped at 4096 and at "
-                             "any sliding window)")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="override a manifest value, e.g. kv_cache_dtype=f32")
-    parser.add_argument("--registry", type=Path, action="append", default=None,
-                        help="contract registry files or folders (default: the packaged contracts/)")
+    parser.add_argument(
+        "--kv-capacity",
+        type=int,
+        default=None,
+        help="KV cache positions (default: context length capped at 4096 and at "
+        "any sliding window)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a manifest value, e.g. kv_cache_dtype=f32",
+    )
+    parser.add_argument(
+        "--registry",
+        type=Path,
+        action="append",
+        default=None,
+        help="contract registry files or folders (default: the packaged contracts/)",
+    )
     parser.add_argument("-o", "--output", type=Path, default=None)
     return parser.parse_args(argv)
 
@@ -667,8 +767,9 @@ def run(args: argparse.Namespace) -> None:
         manifest = read_manifest(args.model, circuit.key_prefix, circuit.config_section)
     except ManifestError as e:
         raise BuildError(str(args.model), str(e).removeprefix(f"{args.model}: ")) from None
-    module = build_module(circuit, manifest, registry,
-                          BuildOptions(args.prefill_tokens, args.kv_capacity, overrides))
+    module = build_module(
+        circuit, manifest, registry, BuildOptions(args.prefill_tokens, args.kv_capacity, overrides)
+    )
     try:
         module.verify()
     except VerifyException as e:  # a builder bug, not a user error: still no traceback

@@ -16,6 +16,7 @@ written ahead of its contracts fails loudly instead of building half a model.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -78,12 +79,23 @@ OP_FIELDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "swiglu": (("node", "contracts"), ()),
     "geglu": (("node", "contracts"), ()),
     "recurrent": (("node", "contracts"), ("tensors",)),
-    **{kind: (("node", "contracts"), ("weight", "bias", "eps", "tensors", "part", "parts"))
-       for kind in PLANNED_OPS},
+    **{
+        kind: (("node", "contracts"), ("weight", "bias", "eps", "tensors", "part", "parts"))
+        for kind in PLANNED_OPS
+    },
 }
 ARITY: Mapping[str, int] = {
-    "embedding": 1, "rmsnorm": 1, "qk_norm": 1, "linear": 1, "logits": 1, "reshape": 1,
-    "rope": 1, "attention": 3, "residual_add": 2, "swiglu": 2, "geglu": 2,
+    "embedding": 1,
+    "rmsnorm": 1,
+    "qk_norm": 1,
+    "linear": 1,
+    "logits": 1,
+    "reshape": 1,
+    "rope": 1,
+    "attention": 3,
+    "residual_add": 2,
+    "swiglu": 2,
+    "geglu": 2,
 }
 NODE_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 TENSOR_PATTERN = re.compile(r"^[a-z][a-z0-9_.]*$")
@@ -120,14 +132,18 @@ class OpTemplate:
     status: str
     node: str = ""
     only: tuple[str, ...] = ()
-    contracts: Mapping[str, tuple[Choice, ...]] = field(default_factory=dict[str, tuple[Choice, ...]])
+    contracts: Mapping[str, tuple[Choice, ...]] = field(
+        default_factory=dict[str, tuple[Choice, ...]]
+    )
     weight: str | None = None
     bias: str | None = None
     tied_to: str | None = None
     features: tuple[str | int, ...] = ()  # manifest fields and constant factors
     eps: str | None = None
     weight_offset: Mapping[str, float] = field(default_factory=dict[str, float])
-    output_scale: tuple[str, str] | None = None  # (kind, manifest field), e.g. ("sqrt", "embedding_length")
+    output_scale: tuple[str, str] | None = (
+        None  # (kind, manifest field), e.g. ("sqrt", "embedding_length")
+    )
     heads: str | None = None
     flatten: bool = False
     freq_base: str | None = None
@@ -201,8 +217,10 @@ class CircuitGaps(DataError):
         self.gaps = tuple(gaps)
         lines = [f"{file}: {path}: {message}" for path, message in gaps]
         first_path, _ = gaps[0]
-        summary = (f"{len(gaps)} requirement(s) cannot be met yet; add the missing contracts "
-                   "(see circuits/README.md)")
+        summary = (
+            f"{len(gaps)} requirement(s) cannot be met yet; add the missing contracts "
+            "(see circuits/README.md)"
+        )
         super().__init__(file, first_path, summary + "\n" + "\n".join(lines))
 
 
@@ -211,51 +229,56 @@ class CircuitGaps(DataError):
 
 def json_positions(text: str) -> dict[str, tuple[int, int]]:
     """1-based (line, column) of every JSON value, keyed by the JSON path jsondata uses."""
-    positions: dict[str, tuple[int, int]] = {}
-    line_starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
+    scanner = _PositionScanner(text)
+    scanner.value(0, "$")
+    return scanner.positions
 
-    def where(offset: int) -> tuple[int, int]:
-        lo, hi = 0, len(line_starts) - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if line_starts[mid] <= offset:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo + 1, offset - line_starts[lo] + 1
 
-    decoder = json.JSONDecoder()
+class _PositionScanner:
+    """Walks JSON text (already known to parse) recording where each value starts."""
 
-    def skip(i: int) -> int:
-        while i < len(text) and text[i] in " \t\r\n":
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.positions: dict[str, tuple[int, int]] = {}
+        self.line_starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
+        self.decoder = json.JSONDecoder()
+
+    def where(self, offset: int) -> tuple[int, int]:
+        line = bisect.bisect_right(self.line_starts, offset) - 1
+        return line + 1, offset - self.line_starts[line] + 1
+
+    def skip(self, i: int) -> int:
+        while i < len(self.text) and self.text[i] in " \t\r\n":
             i += 1
         return i
 
-    def value(i: int, path: str) -> int:
-        i = skip(i)
-        positions[path] = where(i)
-        if text[i] == "{":
-            i = skip(i + 1)
-            while text[i] != "}":
-                key, i = json.decoder.scanstring(text, i + 1)
-                i = skip(skip(i) + 1)  # past ':'
-                i = skip(value(i, f"{path}.{key}"))
-                if text[i] == ",":
-                    i = skip(i + 1)
-            return i + 1
-        if text[i] == "[":
-            i, index = skip(i + 1), 0
-            while text[i] != "]":
-                i = skip(value(i, f"{path}[{index}]"))
-                index += 1
-                if text[i] == ",":
-                    i = skip(i + 1)
-            return i + 1
-        _, end = decoder.raw_decode(text, i)
-        return end
+    def value(self, i: int, path: str) -> int:
+        i = self.skip(i)
+        self.positions[path] = self.where(i)
+        if self.text[i] == "{":
+            return self.members(i, path)
+        if self.text[i] == "[":
+            return self.elements(i, path)
+        return self.decoder.raw_decode(self.text, i)[1]
 
-    value(0, "$")
-    return positions
+    def members(self, i: int, path: str) -> int:
+        i = self.skip(i + 1)
+        while self.text[i] != "}":
+            key, i = json.decoder.scanstring(self.text, i + 1)
+            i = self.skip(self.skip(i) + 1)  # past ':'
+            i = self.after_item(self.value(i, f"{path}.{key}"))
+        return i + 1
+
+    def elements(self, i: int, path: str) -> int:
+        i, index = self.skip(i + 1), 0
+        while self.text[i] != "]":
+            i = self.after_item(self.value(i, f"{path}[{index}]"))
+            index += 1
+        return i + 1
+
+    def after_item(self, i: int) -> int:
+        i = self.skip(i)
+        return self.skip(i + 1) if self.text[i] == "," else i
 
 
 # ---- parsing ---------------------------------------------------------------------------
@@ -268,7 +291,9 @@ def _manifest_field(node: Node) -> str:
 def _tensor_stem(node: Node) -> str:
     text = node.string()
     if not TENSOR_PATTERN.match(text):
-        raise node.error(f"'{text}' is not a tensor name stem (lower-case words joined by '_' or '.')")
+        raise node.error(
+            f"'{text}' is not a tensor name stem (lower-case words joined by '_' or '.')"
+        )
     return text
 
 
@@ -283,13 +308,21 @@ def _choice(node: Node, kind: str) -> Choice:
         when = tuple(sorted((k, v.word(SELECTOR_VALUES[k])) for k, v in when_node.entries()))
         if not when:
             raise when_node.error("a selector needs at least one condition")
-        if any(k == "weight_type" for k, _ in when) and kind not in ("linear", "logits", "embedding"):
-            raise when_node.error(f"'weight_type' selects only on ops with one weight, not '{kind}'")
+        if any(k == "weight_type" for k, _ in when) and kind not in (
+            "linear",
+            "logits",
+            "embedding",
+        ):
+            raise when_node.error(
+                f"'weight_type' selects only on ops with one weight, not '{kind}'"
+            )
     execution = None
     if node.has("execution"):
         ex = node.child("execution").object(["runtime", "partition"])
-        execution = (ex.child("runtime").word(vocab.THREADING_RUNTIMES),
-                     ex.child("partition").word(vocab.WORK_PARTITIONS))
+        execution = (
+            ex.child("runtime").word(vocab.THREADING_RUNTIMES),
+            ex.child("partition").word(vocab.WORK_PARTITIONS),
+        )
     return Choice(_contract_id(node.child("contract")), when, execution, node.path)
 
 
@@ -311,8 +344,10 @@ def _choices(node: Node, kind: str) -> tuple[Choice, ...]:
         seen: dict[tuple[tuple[str, str], ...], str] = {}
         for choice in choices:
             if choice.when in seen:
-                raise node.error(f"alternatives {seen[choice.when]} and {choice.path} have the same "
-                                 "'when': at most one requirement may be active")
+                raise node.error(
+                    f"alternatives {seen[choice.when]} and {choice.path} have the same "
+                    "'when': at most one requirement may be active"
+                )
             seen[choice.when] = choice.path
         return choices
     return (_choice(node, kind),)
@@ -359,7 +394,9 @@ def _op_contracts(node: Node, scope: Scope, kind: str) -> dict[str, tuple[Choice
         return _contracts(node, scope.phases, kind)
     name = node.value
     if scope.requirements is None or not scope.requirements.has(name):
-        known = ", ".join(k for k, _ in scope.requirements.entries()) if scope.requirements else "none"
+        known = (
+            ", ".join(k for k, _ in scope.requirements.entries()) if scope.requirements else "none"
+        )
         raise node.error(f"no requirement set '{name}' in $.requirements (defined: {known})")
     return _contracts(scope.requirements.child(name), scope.phases, kind)
 
@@ -367,8 +404,10 @@ def _op_contracts(node: Node, scope: Scope, kind: str) -> dict[str, tuple[Choice
 def parse_op(node: Node, scope: Scope) -> OpTemplate:
     kind = node.child("op").word(CIRCUIT_OPS) if node.has("op") else None
     if kind is None:
-        node.object(OP_COMMON, [f for fs in OP_FIELDS.values() for f in (*fs[0], *fs[1])]
-                    + list(OP_OPTIONAL))
+        node.object(
+            OP_COMMON,
+            [f for fs in OP_FIELDS.values() for f in (*fs[0], *fs[1])] + list(OP_OPTIONAL),
+        )
         raise node.error("missing field 'op'")
     required, optional = OP_FIELDS[kind]
     node.object([*OP_COMMON, *required], [*OP_OPTIONAL, *optional])
@@ -380,8 +419,12 @@ def parse_op(node: Node, scope: Scope) -> OpTemplate:
     get = node.child
     has = node.has
     template = OpTemplate(
-        kind=kind, inputs=inputs, output=get("output").string(), path=node.path,
-        line=line, column=column,
+        kind=kind,
+        inputs=inputs,
+        output=get("output").string(),
+        path=node.path,
+        line=line,
+        column=column,
         status=get("status").word(vocab.STATUSES) if has("status") else scope.status,
         node=_node_name(get("node")) if has("node") else "",
         only=get("only").strings(scope.layer_kinds) if has("only") else (),
@@ -448,12 +491,15 @@ def _layers(node: Node) -> LayerPattern:
             raise node.child("kinds").error(f"'{kind}' is not a layer kind name (lower_snake_case)")
     if not node.has("every"):
         if len(kinds) != 1:
-            raise node.child("kinds").error("several layer kinds need 'every' and 'at_end_of_period'")
+            raise node.child("kinds").error(
+                "several layer kinds need 'every' and 'at_end_of_period'"
+            )
         return LayerPattern(kinds)
     if len(kinds) != 2 or not node.has("at_end_of_period"):
         raise node.error("a periodic pattern names two kinds, 'every' and 'at_end_of_period'")
-    return LayerPattern(kinds, _manifest_field(node.child("every")),
-                        node.child("at_end_of_period").word(kinds))
+    return LayerPattern(
+        kinds, _manifest_field(node.child("every")), node.child("at_end_of_period").word(kinds)
+    )
 
 
 def _defaults(node: Node) -> dict[str, ManifestValue]:
@@ -471,8 +517,21 @@ def _ops(node: Node, scope: Scope) -> tuple[OpTemplate, ...]:
     return tuple(parse_op(item, scope) for item in node.items())
 
 
-TOP_REQUIRED = ("schema", "family", "description", "kind", "status", "input", "architectures",
-                "manifest", "layers", "prologue", "block", "epilogue", "result")
+TOP_REQUIRED = (
+    "schema",
+    "family",
+    "description",
+    "kind",
+    "status",
+    "input",
+    "architectures",
+    "manifest",
+    "layers",
+    "prologue",
+    "block",
+    "epilogue",
+    "result",
+)
 MANIFEST_KEYS = ("required",)
 MANIFEST_OPTIONAL = ("defaults", "key_prefix", "config_section", "match", "weight_tying")
 
@@ -492,27 +551,40 @@ def parse_circuit(doc: Node, positions: Mapping[str, tuple[int, int]]) -> Circui
     if requirements is not None:
         requirements.object([], [k for k, _ in requirements.entries()])
     scope = Scope(positions, phases, layers.kinds, status, requirements)
-    ops = {section: _ops(doc.child(section), scope) for section in ("prologue", "block", "epilogue")}
-    prefix = _tensor_prefix(doc.child("tensor_prefix")) if doc.has("tensor_prefix") else DEFAULT_PREFIX
+    ops = {
+        section: _ops(doc.child(section), scope) for section in ("prologue", "block", "epilogue")
+    }
+    prefix = (
+        _tensor_prefix(doc.child("tensor_prefix")) if doc.has("tensor_prefix") else DEFAULT_PREFIX
+    )
     return Circuit(
-        family=family, kind=kind, file=str(doc.file),
-        description=doc.child("description").string(), status=status,
+        family=family,
+        kind=kind,
+        file=str(doc.file),
+        description=doc.child("description").string(),
+        status=status,
         input=doc.child("input").word(INPUT_KINDS),
         architectures=doc.child("architectures").strings(),
         key_prefix=manifest.child("key_prefix").string() if manifest.has("key_prefix") else None,
-        config_section=(manifest.child("config_section").string()
-                        if manifest.has("config_section") else None),
+        config_section=(
+            manifest.child("config_section").string() if manifest.has("config_section") else None
+        ),
         match=_match(manifest.child("match")) if manifest.has("match") else {},
         required=manifest.child("required").strings(tuple(MANIFEST_FIELDS)),
         defaults=_defaults(manifest.child("defaults")) if manifest.has("defaults") else {},
-        weight_tying=(manifest.child("weight_tying").word(WEIGHT_TYING)
-                      if manifest.has("weight_tying") else "never"),
+        weight_tying=(
+            manifest.child("weight_tying").word(WEIGHT_TYING)
+            if manifest.has("weight_tying")
+            else "never"
+        ),
         layers=layers,
-        prologue=ops["prologue"], block=ops["block"], epilogue=ops["epilogue"],
+        prologue=ops["prologue"],
+        block=ops["block"],
+        epilogue=ops["epilogue"],
         result=doc.child("result").string(),
-        block_prefix=prefix[0], global_prefix=prefix[1],
+        block_prefix=prefix[0],
+        global_prefix=prefix[1],
     )
-
 
 
 def _tensor_prefix(node: Node) -> tuple[str, str]:
@@ -542,13 +614,16 @@ def check_dataflow(circuit: Circuit, doc: Node) -> None:
         _flow(circuit.block, {"hidden"}, layer_kind, doc)
         if not any(op.output == "hidden" for op in circuit.block if op.in_layer(layer_kind)):
             raise doc.child("block").error(
-                f"layer kind '{layer_kind}' never writes 'hidden': a block must pass its result on")
+                f"layer kind '{layer_kind}' never writes 'hidden': a block must pass its result on"
+            )
     final = _flow(circuit.epilogue, {"hidden"}, None, doc)
     if circuit.result not in final:
         raise doc.child("result").error(f"the epilogue never produces '{circuit.result}'")
 
 
-def _flow(ops: Sequence[OpTemplate], defined: set[str], layer_kind: str | None, doc: Node) -> set[str]:
+def _flow(
+    ops: Sequence[OpTemplate], defined: set[str], layer_kind: str | None, doc: Node
+) -> set[str]:
     known = set(defined)
     nodes: dict[str, str] = {}
     for op in ops:
@@ -557,12 +632,18 @@ def _flow(ops: Sequence[OpTemplate], defined: set[str], layer_kind: str | None, 
         for name in op.inputs:
             if name not in known:
                 where = f" in layer kind '{layer_kind}'" if layer_kind else ""
-                raise _at(doc, op.path).child("inputs").error(
-                    f"value '{name}' is used before any op defines it{where}")
+                raise (
+                    _at(doc, op.path)
+                    .child("inputs")
+                    .error(f"value '{name}' is used before any op defines it{where}")
+                )
         if op.node:
             if op.node in nodes:
-                raise _at(doc, op.path).child("node").error(
-                    f"node '{op.node}' is already used by {nodes[op.node]}")
+                raise (
+                    _at(doc, op.path)
+                    .child("node")
+                    .error(f"node '{op.node}' is already used by {nodes[op.node]}")
+                )
             nodes[op.node] = op.path
         known.add(op.output)
     return known
@@ -586,7 +667,9 @@ def check_attention(circuit: Circuit, doc: Node) -> None:
         here = [op for op in attention_ops if op.in_layer(layer_kind)]
         if len(here) > 1:
             raise _at(doc, here[1].path).error(
-                f"layer kind '{layer_kind}' has {len(here)} attention ops; exactly one may be active")
+                f"layer kind '{layer_kind}' has {len(here)} attention ops; "
+                "exactly one may be active"
+            )
     for op in attention_ops:
         if circuit.kind == "decoder" and op.mask != "causal":
             raise _at(doc, op.path).child("mask").error("a decoder's attention is causal")
@@ -596,9 +679,14 @@ def check_attention(circuit: Circuit, doc: Node) -> None:
             for value in values:
                 active = [c for c in op.contracts.get("decode", ()) if c.matches({key: value})]
                 if len(active) > 1:
-                    raise _at(doc, op.path).child("contracts").error(
-                        f"{len(active)} decode attention requirements are active when "
-                        f"{key} == {value}; exactly one may be")
+                    raise (
+                        _at(doc, op.path)
+                        .child("contracts")
+                        .error(
+                            f"{len(active)} decode attention requirements are active when "
+                            f"{key} == {value}; exactly one may be"
+                        )
+                    )
 
 
 def find_gaps(circuit: Circuit, registry: ContractRegistry) -> list[tuple[str, str]]:
@@ -616,8 +704,13 @@ def find_gaps(circuit: Circuit, registry: ContractRegistry) -> list[tuple[str, s
                 if op.node not in nodes:
                     nodes.append(op.node)
     for (path, contract), nodes in missing.items():
-        gaps.append((path, f"contract '{contract}' (required by {', '.join(nodes)}) is not in the "
-                           "contract registry"))
+        gaps.append(
+            (
+                path,
+                f"contract '{contract}' (required by {', '.join(nodes)}) is not in the "
+                "contract registry",
+            )
+        )
     return gaps
 
 
@@ -627,9 +720,11 @@ def _known_contract(file: str, op: OpTemplate, choice: Choice, registry: Contrac
         return False
     accepted = TARGET_OPS.get(op.kind, (op.kind,))
     if contract.target_op not in accepted:
-        raise DataError(file, choice.path,
-                        f"contract '{choice.contract}' is for op '{contract.target_op}', "
-                        f"not '{op.kind}'")
+        raise DataError(
+            file,
+            choice.path,
+            f"contract '{choice.contract}' is for op '{contract.target_op}', not '{op.kind}'",
+        )
     return True
 
 
@@ -652,12 +747,15 @@ def load_circuit(name_or_path: str, registry: ContractRegistry) -> Circuit:
         text = file.read_text(encoding="utf-8")
     except OSError as e:
         known = ", ".join(available_circuits())
-        raise DataError(shown, "$", f"cannot read circuit: {e.strerror or e} "
-                                    f"(packaged circuits: {known})") from None
+        raise DataError(
+            shown, "$", f"cannot read circuit: {e.strerror or e} (packaged circuits: {known})"
+        ) from None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
-        raise DataError(shown, "$", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        raise DataError(
+            shown, "$", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
+        ) from None
     doc = Node(Path(shown), "$", value)
     circuit = parse_circuit(doc, json_positions(text))
     check_dataflow(circuit, doc)

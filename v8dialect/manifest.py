@@ -52,12 +52,18 @@ FIELDS: Mapping[str, FieldSpec] = {
     "rope_freq_base": FieldSpec(FLOAT, "rope.freq_base", ("rope_theta",)),
     "rope_freq_base_swa": FieldSpec(FLOAT, "rope.freq_base_swa", ("rope_local_base_freq",)),
     "rope_dimension_count": FieldSpec(INT, "rope.dimension_count", ()),
-    "rope_sections": FieldSpec(INTS, "rope.dimension_sections",
-                               ("rope_scaling.mrope_section", "rope_parameters.mrope_section")),
+    "rope_sections": FieldSpec(
+        INTS,
+        "rope.dimension_sections",
+        ("rope_scaling.mrope_section", "rope_parameters.mrope_section"),
+    ),
     "sliding_window": FieldSpec(INT, "attention.sliding_window", ("sliding_window",)),
-    "sliding_window_pattern": FieldSpec(INT, "attention.sliding_window_pattern",
-                                        ("sliding_window_pattern",)),
-    "full_attention_interval": FieldSpec(INT, "full_attention_interval", ("full_attention_interval",)),
+    "sliding_window_pattern": FieldSpec(
+        INT, "attention.sliding_window_pattern", ("sliding_window_pattern",)
+    ),
+    "full_attention_interval": FieldSpec(
+        INT, "full_attention_interval", ("full_attention_interval",)
+    ),
     "ssm_conv_kernel": FieldSpec(INT, "ssm.conv_kernel", ("linear_conv_kernel_dim",)),
     "ssm_state_size": FieldSpec(INT, "ssm.state_size", ("linear_key_head_dim",)),
     "ssm_group_count": FieldSpec(INT, "ssm.group_count", ("linear_num_key_heads",)),
@@ -104,8 +110,14 @@ class Manifest:
         return self.values.get(name)
 
     def with_values(self, extra: Mapping[str, ManifestValue]) -> Manifest:
-        return Manifest(self.source, self.file, self.architecture, {**self.values, **extra},
-                        self.tensors, self.raw)
+        return Manifest(
+            self.source,
+            self.file,
+            self.architecture,
+            {**self.values, **extra},
+            self.tensors,
+            self.raw,
+        )
 
 
 # ---- value conversion ----------------------------------------------------------
@@ -214,7 +226,9 @@ def read_config(file: Path, section: str | None = None) -> Manifest:
     except OSError as e:
         raise ManifestError(f"{file}: cannot read: {e.strerror or e}") from None
     except json.JSONDecodeError as e:
-        raise ManifestError(f"{file}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        raise ManifestError(
+            f"{file}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
+        ) from None
     if not isinstance(doc, dict):
         raise ManifestError(f"{file}: expected a JSON object")
     top: dict[str, Any] = doc  # pyright: ignore[reportUnknownVariableType]
@@ -248,8 +262,9 @@ def _dotted(doc: Mapping[str, Any], key: str) -> Any:
 # ---- completion -------------------------------------------------------------------
 
 
-def complete(manifest: Manifest, defaults: Mapping[str, ManifestValue],
-             required: Sequence[str]) -> Manifest:
+def complete(
+    manifest: Manifest, defaults: Mapping[str, ManifestValue], required: Sequence[str]
+) -> Manifest:
     """Fill absent values from the circuit's defaults, then the derivation conventions.
 
     A value the file states always wins: defaults exist so that a manifest
@@ -264,10 +279,18 @@ def complete(manifest: Manifest, defaults: Mapping[str, ManifestValue],
         values[name] = _derive(name, [values[i] for i in inputs])
     missing = [name for name in required if name not in values]
     if missing:
-        raise ManifestError(f"{manifest.file}: the model states no '{missing[0]}' and the circuit "
-                            "gives no default for it")
-    return Manifest(manifest.source, manifest.file, manifest.architecture, values,
-                    manifest.tensors, manifest.raw)
+        raise ManifestError(
+            f"{manifest.file}: the model states no '{missing[0]}' and the circuit "
+            "gives no default for it"
+        )
+    return Manifest(
+        manifest.source,
+        manifest.file,
+        manifest.architecture,
+        values,
+        manifest.tensors,
+        manifest.raw,
+    )
 
 
 def _derive(name: str, inputs: list[ManifestValue]) -> ManifestValue:
@@ -278,7 +301,9 @@ def _derive(name: str, inputs: list[ManifestValue]) -> ManifestValue:
     return inputs[0]
 
 
-def read_manifest(file: Path, key_prefix: str | None = None, section: str | None = None) -> Manifest:
+def read_manifest(
+    file: Path, key_prefix: str | None = None, section: str | None = None
+) -> Manifest:
     """A GGUF file or a config JSON, told apart by content (GGUF starts with its magic)."""
     try:
         with file.open("rb") as stream:

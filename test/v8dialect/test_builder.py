@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from v8passes.resolve_contracts import ResolveContracts
 from xdsl.context import Context
 from xdsl.dialects import get_all_dialects
 from xdsl.dialects.builtin import FileLineColLoc, ModuleOp, StringAttr
@@ -19,7 +20,6 @@ from v8dialect.builder import main
 from v8dialect.dialect import V8
 from v8dialect.ledger import graph_ops
 from v8dialect.paths import circuits_dir
-from v8passes.resolve_contracts import ResolveContracts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "Inputs" / "circuits"))
 import tiny_gguf  # noqa: E402
@@ -37,7 +37,9 @@ def gguf(tmp_path: Path, preset: str, **kwargs: object) -> Path:
     return tiny_gguf.write(tiny_gguf.PRESETS[preset], tmp_path / f"{preset}.gguf", **kwargs)  # type: ignore[arg-type]
 
 
-def build(capsys: pytest.CaptureFixture[str], model: Path, circuit: str, *extra: str) -> tuple[int, str, str]:
+def build(
+    capsys: pytest.CaptureFixture[str], model: Path, circuit: str, *extra: str
+) -> tuple[int, str, str]:
     rc = main([str(model), "--circuit", circuit, *extra])
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
@@ -55,8 +57,11 @@ def resolve(module: ModuleOp) -> None:
 
 
 def contracts_of(module: ModuleOp, func: str, kind: str) -> set[str]:
-    return {op.required_contract.id for op in graph_ops(module)
-            if op.name == f"v8.{kind}" and _func(op) == func}
+    return {
+        op.required_contract.id
+        for op in graph_ops(module)
+        if op.name == f"v8.{kind}" and _func(op) == func
+    }
 
 
 def _func(op: object) -> str:
@@ -68,10 +73,13 @@ def _func(op: object) -> str:
 # ---- builds that resolve ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("preset", "circuit"),
-                         [("qwen3", "qwen3"), ("qwen2", "qwen2"), ("llama", "nanbeige"), ("gemma3", "gemma3")])
+@pytest.mark.parametrize(
+    ("preset", "circuit"),
+    [("qwen3", "qwen3"), ("qwen2", "qwen2"), ("llama", "nanbeige"), ("gemma3", "gemma3")],
+)
 def test_family_builds_and_resolves_against_packaged_maps(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], preset: str, circuit: str) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], preset: str, circuit: str
+) -> None:
     module = built(capsys, gguf(tmp_path, preset), circuit)
     assert [f.sym_name.data for f in module.ops if isinstance(f, FuncOp)] == ["prefill", "decode"]
     resolve(module)
@@ -82,7 +90,8 @@ def test_family_builds_and_resolves_against_packaged_maps(
 
 
 def test_ops_point_into_the_circuit_and_carry_its_requirement(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     module = built(capsys, gguf(tmp_path, "qwen3"), "qwen3")
     lines = (circuits_dir() / "qwen3.json").read_text().splitlines()
     nodes = set()
@@ -92,7 +101,7 @@ def test_ops_point_into_the_circuit_and_carry_its_requirement(
         node = op.node.data
         nodes.add(node)
         local = re.sub(r"^blk\.\d+\.", "", node)
-        entry = lines[loc.line.data - 1][loc.column.data - 1:]
+        entry = lines[loc.line.data - 1][loc.column.data - 1 :]
         assert entry.startswith("{") and f'"node": "{local}"' in entry
         assert op.requirement is not None and op.requirement.lead == "circuits/qwen3.json"
         assert op.requirement.word("status") == "unresolved"
@@ -107,9 +116,19 @@ def test_ops_point_into_the_circuit_and_carry_its_requirement(
 
 
 def test_kv_cache_dtype_selects_the_attention_contract(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    module = built(capsys, gguf(tmp_path, "qwen3"), "qwen3", "--set", "kv_cache_dtype=f32",
-                   "--kv-capacity", "1024", "--prefill-tokens", "5")
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = built(
+        capsys,
+        gguf(tmp_path, "qwen3"),
+        "qwen3",
+        "--set",
+        "kv_cache_dtype=f32",
+        "--kv-capacity",
+        "1024",
+        "--prefill-tokens",
+        "5",
+    )
     assert contracts_of(module, "decode", "attention") == {"fp32_online"}
     assert contracts_of(module, "prefill", "attention") == {"fp32_online"}
     resolve(module)
@@ -117,26 +136,49 @@ def test_kv_cache_dtype_selects_the_attention_contract(
     assert "tensor<5xi32>" in str(module)
 
 
-def test_old_manifest_receives_circuit_defaults(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_old_manifest_receives_circuit_defaults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     preset = tiny_gguf.PRESETS["qwen3"]
-    old = tiny_gguf.Preset(preset.arch, {k: v for k, v in preset.metadata.items()
-                                         if not k.endswith(("key_length", "value_length", "freq_base",
-                                                            "rms_epsilon", "head_count_kv"))},
-                           [t for t in preset.block if "attn_k" not in t[0] and "attn_v" not in t[0]]
-                           + [("attn_k.weight", (256, 256), tiny_gguf.Q4_K),
-                              ("attn_v.weight", (256, 256), tiny_gguf.Q6_K),
-                              ("attn_k_norm.weight", (64,), tiny_gguf.F32)],
-                           preset.globals_)
+    old = tiny_gguf.Preset(
+        preset.arch,
+        {
+            k: v
+            for k, v in preset.metadata.items()
+            if not k.endswith(
+                ("key_length", "value_length", "freq_base", "rms_epsilon", "head_count_kv")
+            )
+        },
+        [t for t in preset.block if "attn_k" not in t[0] and "attn_v" not in t[0]]
+        + [
+            ("attn_k.weight", (256, 256), tiny_gguf.Q4_K),
+            ("attn_v.weight", (256, 256), tiny_gguf.Q6_K),
+            ("attn_k_norm.weight", (64,), tiny_gguf.F32),
+        ],
+        preset.globals_,
+    )
     module = built(capsys, tiny_gguf.write(old, tmp_path / "old.gguf"), "qwen3")
     manifest = str(module.attributes["v8.manifest"])
     assert "rope_freq_base = 1.000000e+06" in manifest and "key_length = 64" in manifest
     assert "head_count_kv = 4" in manifest
 
 
-def test_config_json_builds_with_fp32_weights_and_tying(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config = {"model_type": "qwen3", "num_hidden_layers": 1, "hidden_size": 256, "intermediate_size": 512,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 512,
-              "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": True}
+def test_config_json_builds_with_fp32_weights_and_tying(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = {
+        "model_type": "qwen3",
+        "num_hidden_layers": 1,
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "vocab_size": 512,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "tie_word_embeddings": True,
+    }
     file = tmp_path / "config.json"
     file.write_text(json.dumps(config))
     module = built(capsys, file, "qwen3")
@@ -146,11 +188,23 @@ def test_config_json_builds_with_fp32_weights_and_tying(tmp_path: Path, capsys: 
     assert contracts_of(module, "decode", "logits") == {"logits_fp32_ascending_fp32_accumulate"}
 
 
-def test_gemma3_records_norm_offset_and_embedding_scale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config = {"model_type": "gemma3", "text_config": {
-        "model_type": "gemma3_text", "num_hidden_layers": 6, "hidden_size": 256, "intermediate_size": 512,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 512,
-        "sliding_window": 512}}
+def test_gemma3_records_norm_offset_and_embedding_scale(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = {
+        "model_type": "gemma3",
+        "text_config": {
+            "model_type": "gemma3_text",
+            "num_hidden_layers": 6,
+            "hidden_size": 256,
+            "intermediate_size": 512,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 64,
+            "vocab_size": 512,
+            "sliding_window": 512,
+        },
+    }
     file = tmp_path / "config.json"
     file.write_text(json.dumps(config))
     module = built(capsys, file, "gemma3")
@@ -174,19 +228,31 @@ def test_missing_qk_norm_tensor(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert re.search(r"required by 'attn_q_norm' at circuits/qwen3\.json:\d+:\d+", err)
 
 
-def test_head_count_that_does_not_divide(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, _, err = build(capsys, gguf(tmp_path, "qwen3", overrides={"qwen3.attention.head_count_kv": 3}), "qwen3")
+def test_head_count_that_does_not_divide(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, _, err = build(
+        capsys, gguf(tmp_path, "qwen3", overrides={"qwen3.attention.head_count_kv": 3}), "qwen3"
+    )
     assert rc == 1 and "head_count 4 is not a multiple of head_count_kv 3" in err
 
 
 def test_unknown_architecture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = build(capsys, gguf(tmp_path, "qwen2"), "qwen3")
-    assert rc == 1 and "architecture 'qwen2' is not one that circuits/qwen3.json builds (qwen3)" in err
+    assert (
+        rc == 1 and "architecture 'qwen2' is not one that circuits/qwen3.json builds (qwen3)" in err
+    )
 
 
-def test_shape_the_circuit_does_not_predict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, _, err = build(capsys, gguf(tmp_path, "qwen3", overrides={"qwen3.feed_forward_length": 768}), "qwen3")
-    assert rc == 1 and "tensor 'blk.0.ffn_gate.weight' is 512x256, the circuit predicts 768x256" in err
+def test_shape_the_circuit_does_not_predict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, _, err = build(
+        capsys, gguf(tmp_path, "qwen3", overrides={"qwen3.feed_forward_length": 768}), "qwen3"
+    )
+    assert (
+        rc == 1 and "tensor 'blk.0.ffn_gate.weight' is 512x256, the circuit predicts 768x256" in err
+    )
 
 
 def test_tensor_the_circuit_never_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -194,23 +260,42 @@ def test_tensor_the_circuit_never_reads(tmp_path: Path, capsys: pytest.CaptureFi
     assert rc == 1 and "1 tensor(s) that circuits/gemma3.json never reads: output.weight" in err
 
 
-def test_sliding_window_needs_a_cache_within_the_window(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sliding_window_needs_a_cache_within_the_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     rc, _, err = build(capsys, gguf(tmp_path, "gemma3"), "gemma3", "--kv-capacity", "1024")
-    assert rc == 1 and "sliding-window attention over 512 positions" in err and "--kv-capacity <= 512" in err
+    assert (
+        rc == 1
+        and "sliding-window attention over 512 positions" in err
+        and "--kv-capacity <= 512" in err
+    )
 
 
-def test_circuit_waiting_for_contracts_refuses_to_build(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_circuit_waiting_for_contracts_refuses_to_build(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     rc, _, err = build(capsys, gguf(tmp_path, "qwen3vl"), "qwen3vl")
     assert rc == 1 and "imrope_fp32_iterative_theta_interleaved_sections" in err
     assert err.startswith("circuits/qwen3vl.json:$.requirements.rope.")
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--set", "kv_cache_dtype"], "expected NAME=VALUE"),
-    (["--set", "kv_cache_dtype=bf16"], "no prefill requirement of 'attn' is active for kv_cache_dtype = bf16"),
-    (["--prefill-tokens", "8192"], "8192 prefill tokens do not fit a KV cache of 4096 positions"),
-])
-def test_bad_options(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "kv_cache_dtype"], "expected NAME=VALUE"),
+        (
+            ["--set", "kv_cache_dtype=bf16"],
+            "no prefill requirement of 'attn' is active for kv_cache_dtype = bf16",
+        ),
+        (
+            ["--prefill-tokens", "8192"],
+            "8192 prefill tokens do not fit a KV cache of 4096 positions",
+        ),
+    ],
+)
+def test_bad_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
     rc, _, err = build(capsys, gguf(tmp_path, "qwen3"), "qwen3", *args)
     assert rc == 1 and message in err
 

@@ -1,4 +1,5 @@
-"""Circuit registry: the packaged circuits and every validation rule, with file + JSON path errors."""
+"""Circuit registry: the packaged circuits and every validation rule, with file + JSON path
+errors."""
 
 from __future__ import annotations
 
@@ -24,12 +25,17 @@ REGISTRY = load_registry()
 BUILDABLE = ("gemma3", "nanbeige", "qwen2", "qwen3")
 # Circuits written ahead of their contracts: each must name what it is waiting for.
 WAITING: dict[str, tuple[str, ...]] = {
-    "qwen35": ("gated_delta_rule_fp32_token_sequential_state",
-               "imrope_fp32_iterative_theta_interleaved_sections",
-               "op kind 'recurrent' ('linear_attn') has no GraphIR op yet"),
+    "qwen35": (
+        "gated_delta_rule_fp32_token_sequential_state",
+        "imrope_fp32_iterative_theta_interleaved_sections",
+        "op kind 'recurrent' ('linear_attn') has no GraphIR op yet",
+    ),
     "qwen3vl": ("imrope_fp32_iterative_theta_interleaved_sections",),
-    "qwen3vl_vision": ("layer_norm_fp32_fp64_sum_ascending_bias", "gelu_fp32_tanh",
-                       "vision_rope_fp32_iterative_theta_2d_sections"),
+    "qwen3vl_vision": (
+        "layer_norm_fp32_fp64_sum_ascending_bias",
+        "gelu_fp32_tanh",
+        "vision_rope_fp32_iterative_theta_2d_sections",
+    ),
 }
 
 
@@ -51,7 +57,9 @@ def test_packaged_circuit_loads(name: str, registry: ContractRegistry) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(WAITING))
-def test_circuit_ahead_of_its_contracts_says_what_is_missing(name: str, registry: ContractRegistry) -> None:
+def test_circuit_ahead_of_its_contracts_says_what_is_missing(
+    name: str, registry: ContractRegistry
+) -> None:
     missing = [m for m in WAITING[name] if m.startswith("op kind") or m not in registry]
     if not missing:
         pytest.skip("the registry now holds every contract this circuit waits for")
@@ -77,13 +85,20 @@ def test_circuits_never_name_kernels() -> None:
 
 def test_gemma3_declares_its_norms_window_and_scaling(registry: ContractRegistry) -> None:
     circuit = load_circuit("gemma3", registry)
-    assert circuit.layers.kinds == ("local", "global") and circuit.layers.at_end_of_period == "global"
+    assert (
+        circuit.layers.kinds == ("local", "global") and circuit.layers.at_end_of_period == "global"
+    )
     nodes = [op.node for op in circuit.block if op.in_layer("local")]
     assert "post_attention_norm" in nodes and "post_ffw_norm" in nodes
-    assert all(op.weight_offset == {"config": 1.0, "gguf": 0.0}
-               for op in circuit.all_ops() if op.kind in ("rmsnorm", "qk_norm"))
-    windows = {kind: [op.window for op in circuit.block if op.kind == "attention" and op.in_layer(kind)]
-               for kind in circuit.layers.kinds}
+    assert all(
+        op.weight_offset == {"config": 1.0, "gguf": 0.0}
+        for op in circuit.all_ops()
+        if op.kind in ("rmsnorm", "qk_norm")
+    )
+    windows = {
+        kind: [op.window for op in circuit.block if op.kind == "attention" and op.in_layer(kind)]
+        for kind in circuit.layers.kinds
+    }
     assert windows == {"local": ["sliding_window"], "global": [None]}
     assert circuit.prologue[0].output_scale == ("sqrt", "embedding_length")
     assert circuit.weight_tying == "always"
@@ -94,7 +109,9 @@ def test_kv_cache_selector_has_one_active_decode_attention(registry: ContractReg
     circuit = load_circuit("qwen3", registry)
     (attention,) = [op for op in circuit.block if op.kind == "attention"]
     decode = attention.contracts["decode"]
-    assert [c.contract for c in decode if c.matches({"kv_cache_dtype": "f16"})] == ["f16_online_fp32_merge"]
+    assert [c.contract for c in decode if c.matches({"kv_cache_dtype": "f16"})] == [
+        "f16_online_fp32_merge"
+    ]
     assert [c.contract for c in decode if c.matches({"kv_cache_dtype": "f32"})] == ["fp32_online"]
 
 
@@ -123,6 +140,7 @@ def op_index(doc: dict[str, Any], node: str) -> int:
 def set_in_op(node: str, key: str, value: Any) -> Mutation:
     def mutate(doc: dict[str, Any]) -> None:
         doc["block"][op_index(doc, node)][key] = value
+
     return mutate
 
 
@@ -139,46 +157,117 @@ def drop_attention(doc: dict[str, Any]) -> None:
 
 
 CASES: list[tuple[str, Mutation, str, str]] = [
-    ("unknown top-level field", lambda d: d.update(kernel="attn_online_split_f16kv"),
-     "$", "unknown field 'kernel'"),
-    ("unknown op field", set_in_op("attn_q", "kernel", "q4_k_x_q8_k_gemv"),
-     "$.block[1]", "unknown field 'kernel'"),
-    ("closed op vocabulary", set_in_op("ffn_act", "op", "relu"), "$.block[18].op", "'relu' is not one of"),
-    ("loose contract id", lambda d: d["requirements"].update(swiglu={"prefill": "fp32", "decode": "fp32"}),
-     "$.requirements.swiglu.prefill", "loose name"),
-    ("unknown selector key",
-     lambda d: d["requirements"]["attention_by_kv_cache"]["decode"][0].update(when={"threads": "f16"}),
-     "$.requirements.attention_by_kv_cache.decode[0].when", "unknown field 'threads'"),
-    ("weight_type on a weightless op",
-     lambda d: d["requirements"].update(residual={"prefill": [{"when": {"weight_type": "f32"},
-                                                              "contract": "residual_add_fp32"}],
-                                                  "decode": "residual_add_fp32"}),
-     "$.requirements.residual.prefill[0].when", "'weight_type' selects only on ops with one weight"),
-    ("duplicate alternatives",
-     lambda d: d["requirements"]["attention_by_kv_cache"]["decode"][1].update(when={"kv_cache_dtype": "f16"}),
-     "$.requirements.attention_by_kv_cache.decode", "have the same 'when'"),
-    ("two attention ops in one layer", duplicate_attention, "$.block[12]", "exactly one may be active"),
-    ("decoder without attention", drop_attention, "$.block", "a decoder block needs an attention op"),
-    ("value used before definition", set_in_op("attn_q", "inputs", ["h_missing"]),
-     "$.block[1].inputs", "'h_missing' is used before"),
-    ("missing decode phase", set_in_op("ffn_act", "contracts", {"prefill": "swiglu_fp32_expf"}),
-     "$.block[18].contracts", "missing field 'decode'"),
-    ("contract for another op", set_in_op("ffn_act", "contracts",
-                                          {"prefill": "geglu_fp32_tanh", "decode": "geglu_fp32_tanh"}),
-     "$.block[18].contracts.prefill", "is for op 'geglu', not 'swiglu'"),
-    ("unknown manifest field", set_in_op("attn_norm", "eps", "epsilon"),
-     "$.block[0].eps", "'epsilon' is not one of"),
-    ("unknown requirement set", set_in_op("attn_norm", "contracts", "norms"),
-     "$.block[0].contracts", "no requirement set 'norms'"),
-    ("causal decoder attention", set_in_op("attn", "mask", "full"),
-     "$.block[11].mask", "a decoder's attention is causal"),
+    (
+        "unknown top-level field",
+        lambda d: d.update(kernel="attn_online_split_f16kv"),
+        "$",
+        "unknown field 'kernel'",
+    ),
+    (
+        "unknown op field",
+        set_in_op("attn_q", "kernel", "q4_k_x_q8_k_gemv"),
+        "$.block[1]",
+        "unknown field 'kernel'",
+    ),
+    (
+        "closed op vocabulary",
+        set_in_op("ffn_act", "op", "relu"),
+        "$.block[18].op",
+        "'relu' is not one of",
+    ),
+    (
+        "loose contract id",
+        lambda d: d["requirements"].update(swiglu={"prefill": "fp32", "decode": "fp32"}),
+        "$.requirements.swiglu.prefill",
+        "loose name",
+    ),
+    (
+        "unknown selector key",
+        lambda d: d["requirements"]["attention_by_kv_cache"]["decode"][0].update(
+            when={"threads": "f16"}
+        ),
+        "$.requirements.attention_by_kv_cache.decode[0].when",
+        "unknown field 'threads'",
+    ),
+    (
+        "weight_type on a weightless op",
+        lambda d: d["requirements"].update(
+            residual={
+                "prefill": [{"when": {"weight_type": "f32"}, "contract": "residual_add_fp32"}],
+                "decode": "residual_add_fp32",
+            }
+        ),
+        "$.requirements.residual.prefill[0].when",
+        "'weight_type' selects only on ops with one weight",
+    ),
+    (
+        "duplicate alternatives",
+        lambda d: d["requirements"]["attention_by_kv_cache"]["decode"][1].update(
+            when={"kv_cache_dtype": "f16"}
+        ),
+        "$.requirements.attention_by_kv_cache.decode",
+        "have the same 'when'",
+    ),
+    (
+        "two attention ops in one layer",
+        duplicate_attention,
+        "$.block[12]",
+        "exactly one may be active",
+    ),
+    (
+        "decoder without attention",
+        drop_attention,
+        "$.block",
+        "a decoder block needs an attention op",
+    ),
+    (
+        "value used before definition",
+        set_in_op("attn_q", "inputs", ["h_missing"]),
+        "$.block[1].inputs",
+        "'h_missing' is used before",
+    ),
+    (
+        "missing decode phase",
+        set_in_op("ffn_act", "contracts", {"prefill": "swiglu_fp32_expf"}),
+        "$.block[18].contracts",
+        "missing field 'decode'",
+    ),
+    (
+        "contract for another op",
+        set_in_op(
+            "ffn_act", "contracts", {"prefill": "geglu_fp32_tanh", "decode": "geglu_fp32_tanh"}
+        ),
+        "$.block[18].contracts.prefill",
+        "is for op 'geglu', not 'swiglu'",
+    ),
+    (
+        "unknown manifest field",
+        set_in_op("attn_norm", "eps", "epsilon"),
+        "$.block[0].eps",
+        "'epsilon' is not one of",
+    ),
+    (
+        "unknown requirement set",
+        set_in_op("attn_norm", "contracts", "norms"),
+        "$.block[0].contracts",
+        "no requirement set 'norms'",
+    ),
+    (
+        "causal decoder attention",
+        set_in_op("attn", "mask", "full"),
+        "$.block[11].mask",
+        "a decoder's attention is causal",
+    ),
     ("wrong schema", lambda d: d.update(schema="v8.circuit/2"), "$.schema", "unsupported schema"),
 ]
 
 
-@pytest.mark.parametrize(("mutate", "path", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_validation_rule(tmp_path: Path, registry: ContractRegistry, mutate: Mutation, path: str,
-                         message: str) -> None:
+@pytest.mark.parametrize(
+    ("mutate", "path", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_validation_rule(
+    tmp_path: Path, registry: ContractRegistry, mutate: Mutation, path: str, message: str
+) -> None:
     doc = base()
     mutate(doc)
     file = tmp_path / "mutated.json"
@@ -191,16 +280,25 @@ def test_validation_rule(tmp_path: Path, registry: ContractRegistry, mutate: Mut
     assert message in error.message
 
 
-def test_missing_contract_is_a_gap_not_a_silent_skip(tmp_path: Path, registry: ContractRegistry) -> None:
+def test_missing_contract_is_a_gap_not_a_silent_skip(
+    tmp_path: Path, registry: ContractRegistry
+) -> None:
     doc = base()
-    doc["requirements"]["swiglu"] = {"prefill": "swiglu_fp32_expf", "decode": "swiglu_fp64_exact_expf"}
+    doc["requirements"]["swiglu"] = {
+        "prefill": "swiglu_fp32_expf",
+        "decode": "swiglu_fp64_exact_expf",
+    }
     file = tmp_path / "gap.json"
     file.write_text(json.dumps(doc))
     with pytest.raises(CircuitGaps) as caught:
         load_circuit(str(file), registry)
-    assert caught.value.gaps == (("$.requirements.swiglu.decode",
-                                  "contract 'swiglu_fp64_exact_expf' (required by ffn_act) is not in "
-                                  "the contract registry"),)
+    assert caught.value.gaps == (
+        (
+            "$.requirements.swiglu.decode",
+            "contract 'swiglu_fp64_exact_expf' (required by ffn_act) is not in "
+            "the contract registry",
+        ),
+    )
 
 
 def test_unknown_circuit_lists_the_packaged_ones(registry: ContractRegistry) -> None:

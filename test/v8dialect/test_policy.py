@@ -49,9 +49,9 @@ def violations(file: Path) -> list[str]:
     found: list[str] = []
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if match := FAMILY.search(node.value):
-                found.append(f"{file}:{line}: string constant mentions '{match.group(0)}'")
+        text = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(text, str) and (match := FAMILY.search(text)):
+            found.append(f"{file}:{line}: string constant mentions '{match.group(0)}'")
         for name in identifiers(node):
             if match := FAMILY.search(name):
                 found.append(f"{file}:{line}: identifier '{name}' mentions '{match.group(0)}'")
@@ -64,15 +64,19 @@ def audit(roots: list[Path]) -> list[str]:
 
 def test_generic_code_names_no_model_family() -> None:
     found = audit([ROOT / d for d in GENERIC_CODE])
-    assert not found, "model-family literals in generic compiler code (move them into a circuit):\n" + \
-        "\n".join(found)
+    assert not found, (
+        "model-family literals in generic compiler code (move them into a circuit):\n"
+        + "\n".join(found)
+    )
 
 
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ('def pick(arch: str) -> int:\n    return 2 if arch == "qwen3" else 1\n',
-         "string constant mentions 'qwen'"),
+        (
+            'def pick(arch: str) -> int:\n    return 2 if arch == "qwen3" else 1\n',
+            "string constant mentions 'qwen'",
+        ),
         ("GEMMA_EMBED_SCALE = 1.0\n", "identifier 'GEMMA_EMBED_SCALE' mentions 'GEMMA'"),
         ("def scale(x):\n    return x.llama_rope\n", "identifier 'llama_rope' mentions 'llama'"),
         ('"""Builds Nanbeige models."""\n', "string constant mentions 'Nanbeige'"),
@@ -89,5 +93,7 @@ def test_audit_catches_a_planted_violation(tmp_path: Path, source: str, expected
 
 def test_audit_ignores_comments_and_neutral_words(tmp_path: Path) -> None:
     (tmp_path / "clean.py").write_text(
-        "# a comment may cite circuits/<family>.json\nphilosophy = 'graph of ops'\n", encoding="utf-8")
+        "# a comment may cite circuits/<family>.json\nphilosophy = 'graph of ops'\n",
+        encoding="utf-8",
+    )
     assert audit([tmp_path]) == []

@@ -30,7 +30,9 @@ class Preset:
     globals_: list[tuple[str, tuple[int, ...], GGMLQuantizationType]] = field(default_factory=list)
 
 
-def attention_tensors(qk_norm: bool, bias: bool) -> list[tuple[str, tuple[int, ...], GGMLQuantizationType]]:
+def attention_tensors(
+    qk_norm: bool, bias: bool
+) -> list[tuple[str, tuple[int, ...], GGMLQuantizationType]]:
     tensors = [
         ("attn_norm.weight", (E,), F32),
         ("attn_q.weight", (H * D, E), Q4_K),
@@ -41,8 +43,11 @@ def attention_tensors(qk_norm: bool, bias: bool) -> list[tuple[str, tuple[int, .
     if qk_norm:
         tensors += [("attn_q_norm.weight", (D,), F32), ("attn_k_norm.weight", (D,), F32)]
     if bias:
-        tensors += [("attn_q.bias", (H * D,), F32), ("attn_k.bias", (HKV * D,), F32),
-                    ("attn_v.bias", (HKV * D,), F32)]
+        tensors += [
+            ("attn_q.bias", (H * D,), F32),
+            ("attn_k.bias", (HKV * D,), F32),
+            ("attn_v.bias", (HKV * D,), F32),
+        ]
     return tensors
 
 
@@ -52,8 +57,11 @@ MLP = [
     ("ffn_up.weight", (FFN, E), Q4_K),
     ("ffn_down.weight", (E, FFN), Q6_K),
 ]
-GLOBALS = [("token_embd.weight", (VOCAB, E), F32), ("output_norm.weight", (E,), F32),
-           ("output.weight", (VOCAB, E), Q6_K)]
+GLOBALS = [
+    ("token_embd.weight", (VOCAB, E), F32),
+    ("output_norm.weight", (E,), F32),
+    ("output.weight", (VOCAB, E), Q6_K),
+]
 
 
 def common(arch: str, base: float) -> dict[str, int | float | str | list[int]]:
@@ -79,17 +87,23 @@ PRESETS = {
     "gemma3": Preset(
         "gemma3",
         {**common("gemma3", 1e6), "gemma3.attention.sliding_window": 512, "gemma3.block_count": 6},
-        attention_tensors(True, False) + MLP
+        attention_tensors(True, False)
+        + MLP
         + [("post_attention_norm.weight", (E,), F32), ("post_ffw_norm.weight", (E,), F32)],
         [t for t in GLOBALS if t[0] != "output.weight"],
     ),
     "qwen3vl": Preset(
-        "qwen3vl", {**common("qwen3vl", 5e6), "qwen3vl.rope.dimension_sections": [12, 10, 10, 0]},
-        attention_tensors(True, False) + MLP, GLOBALS),
+        "qwen3vl",
+        {**common("qwen3vl", 5e6), "qwen3vl.rope.dimension_sections": [12, 10, 10, 0]},
+        attention_tensors(True, False) + MLP,
+        GLOBALS,
+    ),
 }
 
 
-def raw_bytes(shape: tuple[int, ...], qtype: GGMLQuantizationType, rng: np.random.Generator) -> np.ndarray:
+def raw_bytes(
+    shape: tuple[int, ...], qtype: GGMLQuantizationType, rng: np.random.Generator
+) -> np.ndarray:
     if qtype == F32:
         return rng.standard_normal(shape).astype(np.float32)
     block, size = GGML_QUANT_SIZES[qtype]
@@ -97,8 +111,14 @@ def raw_bytes(shape: tuple[int, ...], qtype: GGMLQuantizationType, rng: np.rando
     return rng.integers(0, 256, size=(rows, cols // block * size), dtype=np.uint8)
 
 
-def write(preset: Preset, out: Path, drop: Sequence[str] = (), overrides: dict[str, int] | None = None,
-          untied: bool = False, seed: int = 0) -> Path:
+def write(
+    preset: Preset,
+    out: Path,
+    drop: Sequence[str] = (),
+    overrides: dict[str, int] | None = None,
+    untied: bool = False,
+    seed: int = 0,
+) -> Path:
     rng = np.random.default_rng(seed)
     writer = GGUFWriter(out, preset.arch)
     metadata = {**preset.metadata, **(overrides or {})}
@@ -117,7 +137,9 @@ def write(preset: Preset, out: Path, drop: Sequence[str] = (), overrides: dict[s
     tensors = list(preset.globals_)
     if untied and not any(t[0] == "output.weight" for t in tensors):
         tensors.append(("output.weight", (VOCAB, E), Q6_K))
-    tensors += [(f"blk.{i}.{name}", shape, q) for i in range(layers) for name, shape, q in preset.block]
+    tensors += [
+        (f"blk.{i}.{name}", shape, q) for i in range(layers) for name, shape, q in preset.block
+    ]
     for name, shape, qtype in tensors:
         if name in drop:
             continue
