@@ -1,0 +1,243 @@
+"""Staging shared by the regression tests.
+
+Each regression builds a defective provider for real: a small C wrapper
+compiled through ``v8dialect.cbuild`` next to the packaged kernels, a kernel
+map for it in a temporary folder (with a copy of the packaged header that
+declares the wrapper, because the loader checks every bound function against
+the map's header), and evidence written to a temporary ledger.  The packaged
+registries, maps and the suite's own ledger are never touched.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+from v8dialect.contracts import ContractRegistry
+from v8dialect.evidence import entries
+from v8dialect.evidence_gate import LedgerIndex, problems
+from v8dialect.kernel_maps import KernelMapSet
+from v8dialect.paths import runtime_c_dir
+
+REPO = Path(__file__).resolve().parents[2]
+RUNTIME = runtime_c_dir()
+
+QUANT_SOURCES = ("quant/q_formats.c", "quant/q_dot_ref.c", "quant/q_linear.c")
+ONLINE_SOURCES = ("attention/online.c",)
+
+V8_OK, V8_ERR_UNKNOWN_SELECTOR = 0, 3
+AVX2_MASK = 0x7  # AVX2 | FMA | F16C: the AVX2 variant on any host that has it
+ALL_FEATURES = 0xFFFFFFFF
+
+# ---- C declarations as cffi reads them -------------------------------------------------
+
+ATTN_ARGS = ("int contract, float *out, const float *q, const void *k, const void *v, "
+             "int64_t n_q, int64_t n_head, int64_t n_head_kv, int64_t head_dim, int64_t kv_len, "
+             "int64_t kv_capacity, int64_t q_pos0, int causal, float scale, void *scratch, "
+             "size_t scratch_bytes")
+ATTN_CDEF = f"""
+enum {{ V8_ATTN_F16_ONLINE_SINGLE_RANGE = 4, V8_ATTN_F16_ONLINE_FP32_MERGE = 6 }};
+enum {{ V8_ATTN_TREE_AVX2_F32X8X4 = 1, V8_ATTN_TREE_AVX512_F32X16X4 = 2,
+        V8_ATTN_TREE_AVX512FP16_F16X32X4 = 3 }};
+int v8_attn_online_dot_tree(void);
+size_t v8_attn_online_f16kv_scratch_bytes(int64_t, int64_t, int64_t, int);
+size_t v8_attn_online_split_scratch_bytes(int64_t, int64_t, int64_t, int);
+v8_status v8_attn_online_f16kv_ref({ATTN_ARGS});
+v8_status v8_attn_online_f16kv({ATTN_ARGS});
+v8_status v8_attn_online_f16kv_parallel_dispatch(v8_threadpool *pool, {ATTN_ARGS});
+v8_status v8_attn_online_split_ref({ATTN_ARGS});
+v8_status v8_attn_online_split({ATTN_ARGS});
+v8_status v8_attn_online_split_parallel_dispatch(v8_threadpool *pool, {ATTN_ARGS});
+v8_status v8_attn_online_split_ref_workers(int n_workers, {ATTN_ARGS});
+"""
+
+GEMV_ARGS = ("int contract, float *y, const void *w, const float *x, const float *bias, "
+             "int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
+SPLIT_ARGS = ("int contract, float *y, const void *w, const float *x, const float *bias, "
+              "int64_t n, int64_t k, int64_t parts, void *scratch, size_t scratch_bytes")
+QUANT_CDEF = f"""
+enum {{ V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER = 1, V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER = 2,
+        V8_QL_Q4_K_X_Q8_K_FP32_SPLIT_K_ASCENDING_MERGE = 3 }};
+v8_status v8_quantize_q4_k_ref(const float *x, void *y, int64_t rows, int64_t k);
+size_t v8_ql_gemv_scratch_bytes(int64_t k);
+size_t v8_ql_split_k_scratch_bytes(int64_t n, int64_t k, int64_t parts);
+v8_status v8_q4_k_gemv_ref({GEMV_ARGS});
+v8_status v8_q4_k_gemv({GEMV_ARGS});
+v8_status v8_q4_k_gemv_parallel_dispatch(v8_threadpool *pool, {GEMV_ARGS});
+v8_status v8_q4_k_gemv_split_k_ref({SPLIT_ARGS});
+v8_status v8_q4_k_gemv_split_k_parallel_dispatch(v8_threadpool *pool, {SPLIT_ARGS});
+"""
+
+
+# ---- staging a provider: header copy, wrapper source, kernel map ------------------------
+
+
+def packaged_map(map_id: str) -> dict[str, Any]:
+    """The JSON of a packaged kernel map, by id (a deep copy to edit)."""
+    for file in sorted(RUNTIME.rglob("*.kmap.json")):
+        doc = json.loads(file.read_text(encoding="utf-8"))
+        if doc["id"] == map_id:
+            return copy.deepcopy(doc)
+    raise LookupError(f"no packaged kernel map '{map_id}'")
+
+
+def stage_header(root: Path, rel: str, declarations: str = "") -> Path:
+    """Copy a packaged header under root, with extra declarations before its include guard ends."""
+    text = (RUNTIME / rel).read_text(encoding="utf-8")
+    if declarations:
+        head, guard_end = text.rsplit("#endif", 1)
+        text = f"{head}\n{declarations}\n#endif{guard_end}"
+    target = root / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    return target
+
+
+def stage_source(root: Path, rel: str, text: str) -> Path:
+    target = root / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    return target
+
+
+def stage_packaged_sources(root: Path, rels: Sequence[str]) -> None:
+    """Copies of packaged C sources, so a map that names them passes the loader's file check."""
+    for rel in rels:
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(RUNTIME / rel, target)
+
+
+def write_map(root: Path, doc: dict[str, Any]) -> Path:
+    target = root / f"{doc['id']}.kmap.json"
+    target.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    return target
+
+
+def serial_only(doc: dict[str, Any]) -> dict[str, Any]:
+    """A map restricted to its serial functions (its status then rests on production evidence)."""
+    doc["threading"] = {"runtime": "serial", "work_partitions": [
+        {"kind": "serial", "reduction_order_effect": "none"}]}
+    doc["functions"].pop("threadpool", None)
+    return doc
+
+
+def build_wrappers(name: str, cdef: str, includes: Sequence[str], prototypes: str,
+                   sources: Sequence[Path], packaged: Sequence[str]) -> ModuleType:
+    """The packaged kernels plus the staged wrapper sources, through cffi."""
+    source = "".join(f'#include "{h}"\n' for h in includes) + prototypes
+    return build(CBuild(name=name, cdef=RUNTIME_CORE_CDEF + cdef + prototypes, source=source,
+                        runtime_sources=RUNTIME_CORE_SOURCES + tuple(packaged),
+                        extra_sources=tuple(sources)))
+
+
+# ---- calling the kernels over numpy arrays ---------------------------------------------
+
+
+class Kernels:
+    """A compiled module with pools by worker count."""
+
+    def __init__(self, mod: ModuleType) -> None:
+        self.ffi: Any = mod.ffi
+        self.lib: Any = mod.lib
+        self._pools: dict[int, Any] = {}
+
+    def pool(self, workers: int) -> Any:
+        if workers not in self._pools:
+            self._pools[workers] = self.lib.v8_threadpool_create(workers)
+            assert self._pools[workers] != self.ffi.NULL
+        return self._pools[workers]
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            self.lib.v8_threadpool_destroy(pool)
+        self._pools.clear()
+
+    def ptr(self, a: np.ndarray | None, ctype: str) -> Any:
+        if a is None:
+            return self.ffi.NULL
+        assert a.flags.c_contiguous
+        return self.ffi.cast(ctype, a.ctypes.data)
+
+    def attention(self, fn: str, contract: int, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                  n_head_kv: int, kv_len: int, q_pos0: int, *lead: Any,
+                  causal: int = 1) -> tuple[int, np.ndarray]:
+        """One call with the common attention ABI; lead = (pool,) for a threadpool function."""
+        t, h, d = q.shape
+        out = np.full((t, h, d), np.nan, np.float32)
+        scratch_bytes = int(self.lib.v8_attn_online_split_scratch_bytes(t, h, d, 64))
+        scratch = self.ffi.new("char[]", scratch_bytes)
+        scale = float(np.float32(1.0 / np.sqrt(d)))
+        status = getattr(self.lib, fn)(*lead, contract, self.ptr(out, "float *"),
+                                       self.ptr(q, "float *"), self.ptr(k, "void *"),
+                                       self.ptr(v, "void *"), t, h, n_head_kv, d, kv_len,
+                                       k.shape[1], q_pos0, causal, scale, scratch, scratch_bytes)
+        return int(status), out
+
+    def gemv(self, fn: str, contract: int, w: np.ndarray, x: np.ndarray, *lead: Any,
+             extra: Sequence[int] = (), scratch_bytes: int) -> tuple[int, np.ndarray]:
+        """y = W x through one Q4_K GEMV-shaped function (extra: e.g. split-K parts)."""
+        n, k = w.shape[0], x.shape[0]
+        y = np.full((n,), np.nan, np.float32)
+        scratch = np.zeros(scratch_bytes // 4 + 1, np.float32)
+        status = getattr(self.lib, fn)(*lead, contract, self.ptr(y, "float *"),
+                                       self.ptr(w, "void *"), self.ptr(x, "float *"),
+                                       self.ffi.NULL, n, k, *extra, self.ptr(scratch, "void *"),
+                                       scratch.nbytes)
+        return int(status), y
+
+    def quantize_q4_k(self, w: np.ndarray) -> np.ndarray:
+        rows, k = w.shape
+        out = np.zeros((rows, k // 256 * 144), np.uint8)
+        assert self.lib.v8_quantize_q4_k_ref(self.ptr(w, "float *"), self.ptr(out, "void *"),
+                                             rows, k) == V8_OK
+        return out
+
+
+def attention_inputs(seed: int, n_q: int, h: int, hkv: int, d: int,
+                     capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """fp32 queries and an fp16 head-major K/V cache; V scaled so fp16 partials round visibly."""
+    rng = np.random.default_rng(seed)
+    q = (rng.standard_normal((n_q, h, d)) * rng.choice([0.5, 1.0, 4.0], size=(1, h, 1)))
+    k = rng.standard_normal((hkv, capacity, d))
+    v = rng.standard_normal((hkv, capacity, d)) * 4.0
+    return (q.astype(np.float32), k.astype(np.float16).view(np.uint16),
+            v.astype(np.float16).view(np.uint16))
+
+
+def q4_k_inputs(kern: Kernels, n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_K weights and an activation whose magnitudes span decades (order shows in the bits)."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((n, k), dtype=np.float32)
+    w *= (10.0 ** rng.uniform(-2.0, 1.0, size=(n, 1))).astype(np.float32)
+    x = rng.standard_normal(k, dtype=np.float32)
+    x *= (10.0 ** rng.uniform(-3.0, 2.0, size=k)).astype(np.float32)
+    return kern.quantize_q4_k(np.ascontiguousarray(w)), x
+
+
+def differing(a: np.ndarray, b: np.ndarray) -> int:
+    """How many values differ by bit pattern (NaN padding counts as a difference)."""
+    assert a.shape == b.shape
+    return int(np.count_nonzero(a.view(np.uint32) != b.view(np.uint32)))
+
+
+# ---- the evidence gate over temporary data ---------------------------------------------
+
+
+def gate_index(ledger: Path) -> LedgerIndex:
+    return LedgerIndex.of(entries(ledger))
+
+
+def gate_problems_about(registry: ContractRegistry, maps: KernelMapSet, ledger: Path,
+                        subject: str) -> list[str]:
+    """The gate's problems that name one provider (the packaged contracts have no evidence
+    in a temporary ledger, so their lines are not this test's business)."""
+    return [p for p in problems(registry, maps, gate_index(ledger)) if f"{subject}" in p]
