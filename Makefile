@@ -1,24 +1,60 @@
-# Test and benchmark entry points; `make test` is what CI runs.
+# Test, gate and benchmark entry points; `make test` is what CI runs.
 PYTHON ?= python
 LIT ?= lit
+PYTEST = $(PYTHON) -m pytest -q
 export V8_EVIDENCE_LEDGER ?= $(CURDIR)/build/evidence/ledger.jsonl
 
-.PHONY: test lit pytest clean-ledger bench
+.PHONY: test lit pytest clean-ledger evidence-gate evidence-update bench \
+        test-numerical-contracts test-threadpool-parity test-attention-f16-split-kv test-e2e \
+        v8-regression-fast
 
-test: clean-ledger lit pytest
+# The full suite: FileCheck regression tests, every pytest (numerics and evidence against
+# ggml and PyTorch), then the gate that checks every claimed status against the fresh ledger.
+test: clean-ledger lit pytest evidence-gate
 
 clean-ledger:
 	rm -f $(V8_EVIDENCE_LEDGER)
 
-# FileCheck regression suite (*.mlir under test/)
 lit:
 	$(LIT) -sv test/
 
-# Unit, numerics and evidence tests (pytest + cffi + ggml/PyTorch oracles)
 pytest:
-	$(PYTHON) -m pytest -q test/
+	$(PYTEST) test/
 
-# Side-by-side benchmarks against ggml; not part of `make test`
+evidence-gate:
+	$(PYTHON) -m v8dialect.evidence_gate
+
+# Rewrite registry and kernel-map statuses from the ledger of the last full run.
+evidence-update:
+	$(PYTHON) -m v8dialect.evidence_gate --update
+
+# ---- validation gates: each builds the C and runs numerics --------------------------------
+
+# Resolution, every attention contract's numerics (oracle, production, threadpool, ggml,
+# PyTorch) and the stitched program through the emitted C.
+test-numerical-contracts:
+	$(LIT) -sv test/passes/resolve-contracts
+	$(PYTEST) test/runtime_c/attention test/contracts test/passes/test_emit_c_numerics.py
+
+# Threadpool dispatch vs serial / oracle at 1, 2, 3, 4 and 8 workers, every provider.
+test-threadpool-parity:
+	$(PYTEST) -k "threadpool or workers" test/runtime_c test/passes
+
+# Split-KV decode: f16_online_fp32_merge against its oracle, the numpy model and ggml,
+# the KV 511/512 threshold and the V x 8 negative control.
+test-attention-f16-split-kv:
+	$(PYTEST) -k "split or threshold or negative" test/runtime_c/attention
+
+# Stitched end-to-end parity of every model family.
+test-e2e:
+	$(PYTEST) test/e2e
+
+# The quick subset: lit, compiler unit tests and the emitted-C numerics.
+v8-regression-fast:
+	$(LIT) -sv test/
+	$(PYTEST) test/v8dialect test/passes
+
+# Side-by-side benchmarks against ggml; not part of `make test`.
 bench:
 	$(PYTHON) bench/quant_vs_ggml.py
 	$(PYTHON) bench/attention_vs_ggml.py

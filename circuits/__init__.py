@@ -1,1 +1,1 @@
-"""Data shipped with v8 (installed as v8dialect.circuits)."""
+"""Data shipped with v8 (installed as v8dialect.circuit_data)."""

@@ -1,1 +1,1 @@
-"""Data shipped with v8 (installed as v8dialect.contracts)."""
+"""Data shipped with v8 (installed as v8dialect.contract_data)."""

@@ -393,8 +393,10 @@ class AttentionContractAttr(ContractAttr):
     q_compute: StringAttr
     k_compute: StringAttr
     score_accumulator: StringAttr
+    dot_order: StringAttr
     scale_application: StringAttr
     softmax_statistics: StringAttr
+    exp_function: StringAttr
     probability_rounding: StringAttr
     value_compute: StringAttr
     value_accumulator: StringAttr
@@ -460,6 +462,7 @@ class CompositeContractAttr(ContractAttr):
     FIELDS = {
         "selector": Word(vocab.COMPOSITE_SELECTORS),
         "threshold": Integer(),
+        "head_dim_multiple_of": Integer(),
         "below": Nested((AttentionContractAttr,)),
         "at_or_above": Nested((AttentionContractAttr,)),
     }
@@ -467,6 +470,7 @@ class CompositeContractAttr(ContractAttr):
     contract_id: StringAttr
     selector: StringAttr
     threshold: IntAttr
+    head_dim_multiple_of: IntAttr
     below: AttentionContractAttr
     at_or_above: AttentionContractAttr
 

@@ -41,6 +41,7 @@ def to_attr(contract: Contract, registry: ContractRegistry) -> AnyContractAttr:
             StringAttr(contract.id),
             StringAttr(contract.composite.selector),
             IntAttr(contract.composite.threshold),
+            IntAttr(contract.composite.head_dim_multiple_of),
             below,
             above,
         )

@@ -50,6 +50,7 @@ class Partition:
 class Composite:
     selector: str
     threshold: int
+    head_dim_multiple_of: int
     below: str
     at_or_above: str
 
@@ -190,10 +191,11 @@ def parse_contract(node: Node, family: str) -> Contract:
 
 
 def parse_composite(node: Node) -> Composite:
-    node.object(["selector", "threshold", "below", "at_or_above"])
+    node.object(["selector", "threshold", "head_dim_multiple_of", "below", "at_or_above"])
     return Composite(
         selector=node.child("selector").word(vocab.COMPOSITE_SELECTORS),
         threshold=node.child("threshold").integer(minimum=1),
+        head_dim_multiple_of=node.child("head_dim_multiple_of").integer(minimum=1),
         below=parse_contract_id(node.child("below")),
         at_or_above=parse_contract_id(node.child("at_or_above")),
     )

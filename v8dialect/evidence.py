@@ -26,6 +26,7 @@ class Rung(StrEnum):
     EXTERNAL = "external"      # ggml / PyTorch vs the scalar oracle
     STITCHED = "stitched"      # a whole resolved graph vs an independent model
     E2E = "e2e"                # a real model file end to end
+    OBSERVATION = "observation"  # a backend's behaviour matches the contract within tolerance only
 
 
 class Outcome(StrEnum):

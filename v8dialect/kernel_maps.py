@@ -26,7 +26,7 @@ MAP_GLOB = "*.kmap.json"
 REQUIRED = ("schema", "id", "op", "phases", "dtypes", "layout", "contracts", "isa_dispatch",
             "threading", "status")
 CALL_FIELDS = ("functions", "header", "sources", "abi")
-OPTIONAL = (*CALL_FIELDS, "scratch", "constraints", "emission", "description")
+OPTIONAL = (*CALL_FIELDS, "scratch", "lane_trees", "constraints", "emission", "description")
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,7 @@ class KernelMap:
     constraints: Mapping[str, int] = field(default_factory=dict[str, int])
     scratch_function: str = ""
     scratch_args: tuple[str, ...] = ()
+    lane_trees: Mapping[str, str] = field(default_factory=dict[str, str])
 
     def function(self, role: str) -> str:
         return self.functions.get(role, "")
@@ -108,6 +109,7 @@ def parse_map(node: Node) -> KernelMap:
         source=str(node.file),
         emission=emission,
         constraints=_constraints(node.child("constraints")) if node.has("constraints") else {},
+        lane_trees=_lane_trees(node.child("lane_trees")) if node.has("lane_trees") else {},
         **(_call_binding(node) if emission == "call" else _no_call_binding(node)),
     )
     _check_threading(kmap, node)
@@ -166,6 +168,12 @@ def _partition(node: Node) -> WorkPartition:
             f"work partition '{kind}' has reduction_order_effect '{expected}', not '{effect}'"
         )
     return WorkPartition(kind, effect)
+
+
+def _lane_trees(node: Node) -> dict[str, str]:
+    """The dot-product lane tree each ISA variant computes, named (contracts may defer to it)."""
+    node.object([], vocab.ISA_VARIANTS)
+    return {variant: child.string() for variant, child in node.entries()}
 
 
 def _constraints(node: Node) -> dict[str, int]:
@@ -265,6 +273,17 @@ def check_contracts(kmap: KernelMap, node: Node, registry: ContractRegistry) -> 
         for part in parts:
             assert part.partition is not None
             _check_partition_agreement(kmap, part.id, part.partition.kind, node)
+            _check_lane_trees(kmap, part.id, dict(part.fields).get("dot_order"), node)
+
+
+def _check_lane_trees(kmap: KernelMap, contract_id: str, dot_order: str | None, node: Node) -> None:
+    """A contract that leaves the lane tree to its provider needs the provider to name it."""
+    if dot_order != "isa_lane_tree_named_by_provider":
+        return
+    missing = [v for v in kmap.isa_variants if v not in kmap.lane_trees]
+    if missing:
+        raise node.error(f"contract '{contract_id}' leaves the dot-product lane tree to its provider: "
+                         f"name it under lane_trees for {', '.join(missing)}")
 
 
 def _kernel_op_alias(op: str) -> str:

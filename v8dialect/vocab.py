@@ -25,12 +25,25 @@ PRECISIONS = ("fp32", "fp16_rounded", "fp16_rounded_on_tile_load", "bf16_rounded
 ATTENTION_FIELDS: Mapping[str, tuple[str, ...]] = {
     "q_compute": PRECISIONS,
     "k_compute": PRECISIONS,
-    "score_accumulator": ("fp32",),
+    "score_accumulator": ("fp32", "isa_lane_tree"),
+    "dot_order": (
+        "isa_lane_tree_named_by_provider",
+        "fp32_8_lanes_fma_halving_tree",
+        "fma_chain_ascending",
+        "unpinned_gemm",
+    ),
     "scale_application": ("score_times_scale", "unit_scale", "q_and_k_times_sqrt_scale"),
     "softmax_statistics": (
-        "fp32_online",
+        "fp32_online_fma_sum_update",
         "fp32_per_key_tile_fp64_sum_update",
         "fp32_full_row",
+        "fp32_full_row_fp64_sum",
+    ),
+    "exp_function": (
+        "libm_expf",
+        "ggml_avx512_vector_expf_libm_rescale",
+        "ggml_avx512_vector_expf",
+        "unpinned_vector_exp",
     ),
     "probability_rounding": ("none", "fp16"),
     "value_compute": PRECISIONS,

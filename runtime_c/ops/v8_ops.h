@@ -38,6 +38,7 @@ enum {
     V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS = 0x311,
     V8_EMBEDDING_FP32_ROW_COPY = 0x401,
     V8_KV_STORE_F16_ROUND_NEAREST_EVEN = 0x801,
+    V8_KV_STORE_FP32_COPY = 0x802,
     V8_LINEAR_FP32_ASCENDING_FP32_ACCUMULATE = 0x501,
     V8_LOGITS_FP32_ASCENDING_FP32_ACCUMULATE = 0x502, /* same arithmetic, logits projection */
     V8_RESIDUAL_ADD_FP32 = 0x601,
@@ -169,6 +170,11 @@ v8_status v8_geglu_f32_ref(int contract, float *y, const float *g, const float *
 v8_status v8_kv_store_f16_ref(int contract, const float *rows, uint16_t *cache, int64_t n_tokens,
                               int64_t n_head_kv, int64_t head_dim, int64_t capacity, int64_t pos0);
 v8_status v8_kv_store_f16(int contract, const float *rows, uint16_t *cache, int64_t n_tokens,
+                          int64_t n_head_kv, int64_t head_dim, int64_t capacity, int64_t pos0);
+/* kv_store_fp32_copy: the same placement into an fp32 cache, copied exactly. */
+v8_status v8_kv_store_f32_ref(int contract, const float *rows, float *cache, int64_t n_tokens,
+                              int64_t n_head_kv, int64_t head_dim, int64_t capacity, int64_t pos0);
+v8_status v8_kv_store_f32(int contract, const float *rows, float *cache, int64_t n_tokens,
                           int64_t n_head_kv, int64_t head_dim, int64_t capacity, int64_t pos0);
 
 #ifdef __cplusplus

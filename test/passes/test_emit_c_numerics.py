@@ -101,7 +101,9 @@ def test_emitted_program_matches_numpy_model_bit_exactly(program: Program, input
     (got,) = program.run("prefill", **inputs)
     want = model(**inputs)
     equal = int(np.sum(got.view(np.uint32) == want.view(np.uint32)))
-    evidence(Rung.STITCHED, equal == want.size, contract="rmsnorm+linear_fp32+residual_add+swiglu",
+    evidence(Rung.STITCHED, equal == want.size,
+             contract="rmsnorm_fp32_fp64_sum_ascending+linear_fp32_ascending_fp32_accumulate"
+                      "+residual_add_fp32+swiglu_fp32_expf",
              bit_exact=f"{equal}/{want.size}",
              max_abs_err=float(np.max(np.abs(got.astype(np.float64) - want))))
     assert equal == want.size

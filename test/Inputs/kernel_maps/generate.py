@@ -46,6 +46,7 @@ def call_map(map_id, op, phases, dtypes, layout, contracts, partitions, abi, fn,
                       "work_partitions": [{"kind": k, "reduction_order_effect": e} for k, e in partitions]},
         "functions": {"oracle": f"{fn}_ref", "production": fn, "threadpool": f"{fn}_parallel_dispatch"},
         "header": "include/fixture.h", "sources": [], "abi": {"returns": "v8_status", "args": abi},
+        "lane_trees": {"avx512": "fixture tree 512", "avx2": "fixture tree 256", "scalar": "fixture tree 256"},
         "status": "unresolved", **extra,
     }
 
