@@ -241,3 +241,63 @@ def gate_problems_about(registry: ContractRegistry, maps: KernelMapSet, ledger: 
     """The gate's problems that name one provider (the packaged contracts have no evidence
     in a temporary ledger, so their lines are not this test's business)."""
     return [p for p in problems(registry, maps, gate_index(ledger)) if f"{subject}" in p]
+
+
+# ---- a split-KV kernel offered as the single-range contract ----------------------------
+# Used by the prefill/decode, KV-threshold and promotion regressions: a decode provider
+# that claims f16_online_single_range but hands every call to the split-KV kernel, whose
+# chunk count is the worker count once the extent reaches 512.
+
+SINGLE_VIA_SPLIT_ID = "regress.attn_single_via_split"
+SINGLE_VIA_SPLIT_PROTOTYPES = f"""
+v8_status v8_regress_attn_single_via_split({ATTN_ARGS});
+v8_status v8_regress_attn_single_via_split_parallel_dispatch(v8_threadpool *pool, {ATTN_ARGS});
+"""
+SINGLE_VIA_SPLIT_SOURCE = """/* Single-range selector in, split-KV kernel out. */
+#include "v8_attention.h"
+
+v8_status v8_regress_attn_single_via_split(V8_ATTN_ARGS_DECL) {
+    V8_REQUIRE(contract == V8_ATTN_F16_ONLINE_SINGLE_RANGE, V8_ERR_UNKNOWN_SELECTOR);
+    return v8_attn_online_split(V8_ATTN_F16_ONLINE_FP32_MERGE, out, q, k, v, n_q, n_head,
+                                n_head_kv, head_dim, kv_len, kv_capacity, q_pos0, causal, scale,
+                                scratch, scratch_bytes);
+}
+
+v8_status v8_regress_attn_single_via_split_parallel_dispatch(v8_threadpool *pool,
+                                                             V8_ATTN_ARGS_DECL) {
+    V8_REQUIRE(contract == V8_ATTN_F16_ONLINE_SINGLE_RANGE, V8_ERR_UNKNOWN_SELECTOR);
+    return v8_attn_online_split_parallel_dispatch(pool, V8_ATTN_F16_ONLINE_FP32_MERGE, out, q, k,
+                                                  v, n_q, n_head, n_head_kv, head_dim, kv_len,
+                                                  kv_capacity, q_pos0, causal, scale, scratch,
+                                                  scratch_bytes);
+}
+"""
+SINGLE_VIA_SPLIT_C = "attention/regress_single_via_split.c"
+
+
+def stage_single_via_split(root: Path, partition: dict[str, str]) -> dict[str, Any]:
+    """Header copy, wrapper source and the map (claiming the single-range contract, with the
+    single-range provider's oracle and the given work partition); returns the map JSON."""
+    stage_header(root, "attention/v8_attention.h", SINGLE_VIA_SPLIT_PROTOTYPES)
+    stage_packaged_sources(root, ONLINE_SOURCES)
+    stage_source(root, SINGLE_VIA_SPLIT_C, SINGLE_VIA_SPLIT_SOURCE)
+    doc = packaged_map("attn_online_split_f16kv")
+    doc.update(id=SINGLE_VIA_SPLIT_ID, sources=[SINGLE_VIA_SPLIT_C],
+               contracts=[{"id": "f16_online_single_range",
+                           "selector": "V8_ATTN_F16_ONLINE_SINGLE_RANGE"}])
+    doc["threading"]["work_partitions"] = [partition]
+    doc["functions"] = {"oracle": "v8_attn_online_f16kv_ref",
+                        "production": "v8_regress_attn_single_via_split",
+                        "threadpool": "v8_regress_attn_single_via_split_parallel_dispatch"}
+    write_map(root, doc)
+    return doc
+
+
+def build_single_via_split(root: Path, name: str = "v8_regress_single_via_split") -> Kernels:
+    return Kernels(build_wrappers(name, ATTN_CDEF, ["attention/v8_attention.h"],
+                                  SINGLE_VIA_SPLIT_PROTOTYPES, [root / SINGLE_VIA_SPLIT_C],
+                                  ONLINE_SOURCES))
+
+
+INDEPENDENT_HEADS = {"kind": "independent_heads", "reduction_order_effect": "none"}
+KV_CHUNKS = {"kind": "kv_chunks_by_workers", "reduction_order_effect": "contract_defined"}
