@@ -76,6 +76,7 @@ from v8dialect.ops import (
     AttentionOp,
     EmbeddingOp,
     GeGLUOp,
+    KVStoreOp,
     LinearOp,
     LogitsOp,
     QKNormOp,
@@ -544,12 +545,52 @@ class FunctionBuilder:
         prefix = self.circuit.prefix(layer)
         k_cache = self.arg(f"{prefix}k_cache", cache_type)
         v_cache = self.arg(f"{prefix}v_cache", cache_type)
-        props = self.properties(op, layer)
+        props = self.properties(op, layer)  # first: an unmatched requirement is the error
+        if self.circuit.kind == "decoder":
+            # The new K/V rows enter the cache at [n_past, n_past + T) before attention reads it.
+            k_cache = self.store(op, layer, "k", k, k_cache, kv_dtype)
+            v_cache = self.store(op, layer, "v", v, v_cache, kv_dtype)
         props["mask"] = MaskAttr(Mask(op.mask))
         props["scale"] = FloatAttr(1.0 / math.sqrt(self.number(op.scale[1], op)), Float32Type())
         return AttentionOp.build(
             operands=[q, k_cache, v_cache], result_types=[q.type], properties=props
         )
+
+    def store(
+        self,
+        op: OpTemplate,
+        layer: int | None,
+        which: str,
+        rows: SSAValue,
+        cache: SSAValue,
+        kv_dtype: str,
+    ) -> SSAValue:
+        """A v8.kv_store of `rows` into `cache`, under the registry's one store contract for
+        the cache's storage type (the circuit chooses the storage through kv_cache_dtype)."""
+        storage = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}.get(kv_dtype)
+        found = [
+            c
+            for c in self.registry.contracts.values()
+            if c.op == "kv_store" and dict(c.fields).get("storage") == storage
+        ]
+        if len(found) != 1:
+            shown = ", ".join(c.id for c in found) or "none"
+            raise self.conflict(
+                op,
+                f"a {kv_dtype} KV cache needs exactly one kv_store contract with storage "
+                f"{storage} in the registry (found: {shown})",
+            )
+        props: dict[str, Attribute] = {
+            "node": StringAttr(f"{self.circuit.prefix(layer)}{op.node}_{which}_store"),
+            "phase": PhaseAttr(Phase(self.phase)),
+            "contract": to_attr(found[0], self.registry),
+            "requirement": RequirementAttr(StringAttr(self.circuit.file), StringAttr(op.status)),
+        }
+        stored = KVStoreOp.build(operands=[rows, cache], result_types=[cache.type], properties=props)
+        stored.location = self.location(op)
+        self.block.add_op(stored)
+        stored.results[0].name_hint = f"{which}_cache"
+        return stored.results[0]
 
     def check_window(self, op: OpTemplate) -> None:
         """A sliding window that never masks anything is plain causal attention; others refuse."""
