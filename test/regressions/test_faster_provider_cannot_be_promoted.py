@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 import regress_support as S
+from v8passes.resolve_contracts import ResolveContracts
 
 import v8dialect.contracts
 import v8dialect.evidence_gate
@@ -41,7 +42,6 @@ from v8dialect.evidence_gate import main as gate_main
 from v8dialect.kernel_maps import load_kernel_maps
 from v8dialect.ledger import read_ledger
 from v8dialect.paths import circuits_dir, contracts_dir
-from v8passes.resolve_contracts import ResolveContracts
 
 SINGLE = "f16_online_single_range"
 A_ID, B_ID = "attn_online_f16kv", S.SINGLE_VIA_SPLIT_ID
@@ -134,10 +134,14 @@ def check_promotion(staged: Staged, ledger: Path, capsys: pytest.CaptureFixture[
     registry = load_registry()
     contract = registry.get(SINGLE)
     assert contract is not None
+    q, kv = f"tensor<1x{H}x{D}xf32>", f"tensor<{HKV}x{CAP}x{D}xf16>"
     op = f"""
-func.func @decode(%q: tensor<1x{H}x{D}xf32>, %k: tensor<{HKV}x{CAP}x{D}xf16>) -> tensor<1x{H}x{D}xf32> {{
-  %o = v8.attention "attn" decode causal %q, %k, %k scale 8.838835e-02 contract {to_attr(contract, registry)} execution #v8.exec_requirement<runtime = threadpool, partition = independent_heads> : (tensor<1x{H}x{D}xf32>, tensor<{HKV}x{CAP}x{D}xf16>, tensor<{HKV}x{CAP}x{D}xf16>) -> tensor<1x{H}x{D}xf32>
-  func.return %o : tensor<1x{H}x{D}xf32>
+func.func @decode(%q: {q}, %k: {kv}) -> {q} {{
+  %o = v8.attention "attn" decode causal %q, %k, %k scale 8.838835e-02
+      contract {to_attr(contract, registry)}
+      execution #v8.exec_requirement<runtime = threadpool, partition = independent_heads>
+      : ({q}, {kv}, {kv}) -> {q}
+  func.return %o : {q}
 }}
 """
     blockers = {}
