@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
+from v8passes.c_inline import NEEDS_OPS_HEADER, inline_functions
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
@@ -39,7 +40,6 @@ from v8dialect.diagnostics import V8Error, located, op_error
 from v8dialect.lowered import ArenaSliceOp, CallOp, CExprAttr, InlineOp, ViewOp
 from v8dialect.ops import dtype_name
 from v8dialect.pinning import check_pinned
-from v8passes.c_inline import NEEDS_OPS_HEADER, inline_functions
 
 STAGE = "emit-c"
 HEADERS_ATTR = "v8.c_headers"

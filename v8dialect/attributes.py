@@ -88,7 +88,7 @@ class FieldKind(ABC):
     @abstractmethod
     def print(self, printer: Printer, value: Attribute) -> None: ...
 
-    def check(self, key: str, value: Attribute) -> None:
+    def check(self, key: str, value: Attribute) -> None:  # noqa: B027 - most kinds accept any value
         """Raise VerifyException when value is not legal for this field."""
 
 

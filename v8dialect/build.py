@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from io import StringIO
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -23,8 +24,6 @@ from xdsl.dialects import func, get_all_dialects
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
-
-from pathlib import Path
 
 from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild
 from v8dialect.cbuild import build as compile_extension

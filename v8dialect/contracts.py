@@ -275,9 +275,11 @@ def check_composites(candidates: Iterable[Contract], contracts: Mapping[str, Con
             part = contracts.get(part_id)
             where = f"{path}.composite.{role}"
             if part is None:
-                raise DataError(file, where, f"composite '{contract.id}' references missing contract '{part_id}'")
+                raise DataError(file, where,
+                                f"composite '{contract.id}' references missing contract '{part_id}'")
             if part.is_composite or part.family != contract.family:
-                raise DataError(file, where, f"composite part '{part_id}' must be a plain {contract.family} contract")
+                raise DataError(file, where,
+                                f"composite part '{part_id}' must be a plain {contract.family} contract")
             if vocab.STATUSES.index(part.status) < vocab.STATUSES.index(contract.status):
                 raise DataError(
                     file, where,

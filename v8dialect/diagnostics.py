@@ -17,7 +17,6 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from v8dialect.jsondata import DataError
 
-
 EXCERPT_WIDTH = 120  # contract attributes make long lines; the op's start is what matters
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -28,6 +29,7 @@ from v8dialect import vocab
 from v8dialect.contracts import ContractRegistry, load_registry, registry_files
 from v8dialect.evidence import Evidence, Outcome, Rung, entries, ledger_path
 from v8dialect.kernel_maps import KernelMap, KernelMapSet, load_kernel_maps, map_files
+from v8dialect.paths import circuits_dir
 
 CONTRACT_RUNGS = frozenset({Rung.ORACLE, Rung.EXTERNAL})
 
@@ -45,6 +47,7 @@ class Record:
 class LedgerIndex:
     contracts: dict[str, Record] = field(default_factory=lambda: defaultdict(Record))
     providers: dict[str, Record] = field(default_factory=lambda: defaultdict(Record))
+    circuits: dict[str, Record] = field(default_factory=lambda: defaultdict(Record))
     bad: list[Evidence] = field(default_factory=list[Evidence])
 
     @staticmethod
@@ -56,6 +59,8 @@ class LedgerIndex:
             targets = [index.contracts[c] for c in (entry.contract or "").split("+") if c]
             if entry.provider:
                 targets.append(index.providers[entry.provider])
+            if entry.circuit:
+                targets.append(index.circuits[entry.circuit])
             for record in targets:
                 record.commands.add(entry.command)
                 if entry.status == Outcome.PASS:
@@ -76,6 +81,17 @@ def earned_provider_status(kmap: KernelMap, record: Record | None) -> str:
         return "unresolved"
     needed = {Rung.PRODUCTION} | ({Rung.THREADPOOL} if kmap.runtime == "threadpool" else set[Rung]())
     return "validated" if needed <= record.passed else "observed"
+
+
+def earned_circuit_status(record: Record | None) -> str:
+    """A circuit's requirements are validated by stitched end-to-end parity of its family."""
+    if record is None or record.failed or not record.passed:
+        return "unresolved"
+    return "validated" if Rung.STITCHED in record.passed or Rung.E2E in record.passed else "observed"
+
+
+def circuit_files() -> list[Path]:
+    return sorted(circuits_dir().glob("*.json"))
 
 
 def rank(status: str) -> int:
@@ -105,6 +121,27 @@ def problems(registry: ContractRegistry, maps: KernelMapSet, index: LedgerIndex)
         if rank(kmap.status) > rank(earned):
             found.append(f"{kmap.source}: provider '{kmap.id}' claims '{kmap.status}' but the "
                          f"ledger supports '{earned}'")
+    for path in circuit_files():
+        doc = json.loads(path.read_text())
+        earned = earned_circuit_status(index.circuits.get(doc["family"]))
+        claimed = [doc["status"]] + _op_statuses(doc)
+        if any(rank(c) > rank(earned) for c in claimed):
+            found.append(f"{path}: circuit '{doc['family']}' claims '{max(claimed, key=rank)}' "
+                         f"but the ledger supports '{earned}'")
+    return found
+
+
+def _op_statuses(doc: dict[str, object]) -> list[str]:
+    """Per-op status overrides anywhere in a circuit document."""
+    found: list[str] = []
+    stack: list[object] = [doc[k] for k in doc if k != "status"]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            found += [v for k, v in item.items() if k == "status" and isinstance(v, str)]  # pyright: ignore
+            stack += list(item.values())  # pyright: ignore
+        elif isinstance(item, list):
+            stack += item  # pyright: ignore
     return found
 
 
@@ -120,7 +157,8 @@ def update_registry_files(registry: ContractRegistry, index: LedgerIndex) -> lis
             record = index.contracts.get(entry["id"])
             commands = sorted(record.commands) if record else []
             if entry["status"] != earned or (earned != "unresolved" and entry.get("evidence") != commands):
-                changed.append(f"contract {entry['id']}: {entry['status']} -> {earned}")
+                what = "evidence refreshed" if entry["status"] == earned else f"{entry['status']} -> {earned}"
+                changed.append(f"contract {entry['id']}: {what}")
                 entry["status"] = earned
                 if earned == "unresolved":
                     entry.pop("evidence", None)
@@ -144,6 +182,20 @@ def update_map_files(maps: KernelMapSet, index: LedgerIndex) -> list[str]:
     return changed
 
 
+def update_circuit_files(index: LedgerIndex) -> list[str]:
+    changed: list[str] = []
+    for path in circuit_files():
+        doc = json.loads(path.read_text())
+        earned = earned_circuit_status(index.circuits.get(doc["family"]))
+        if doc["status"] != earned:
+            changed.append(f"circuit {doc['family']}: {doc['status']} -> {earned}")
+            # only the top-level status line changes, so circuit locations stay put
+            text = re.sub(r'^  "status": "\w+"', f'  "status": "{earned}"', path.read_text(),
+                          count=1, flags=re.M)
+            path.write_text(text)
+    return changed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ledger", type=Path, default=None, help="ledger file (default: V8_EVIDENCE_LEDGER)")
@@ -157,7 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     registry = load_registry()
     maps = load_kernel_maps(registry)
     if args.update:
-        for line in update_registry_files(registry, index) + update_map_files(maps, index):
+        changes = (update_registry_files(registry, index) + update_map_files(maps, index)
+                   + update_circuit_files(index))
+        for line in changes:
             print(line)
         return 0
     found = problems(registry, maps, index)

@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    I64,
     BFloat16Type,
     Float16Type,
     Float32Type,
-    I64,
     FloatAttr,
-    IntegerAttr,
     IntAttr,
+    IntegerAttr,
     IntegerType,
     StringAttr,
     TensorType,

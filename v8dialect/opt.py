@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO
 
+from v8passes import get_all_passes
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
 from xdsl.ir import Dialect, Operation
 from xdsl.parser import Parser
@@ -24,7 +25,6 @@ from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from v8dialect.diagnostics import V8Error, located, op_error
-from v8passes import get_all_passes
 
 
 class LocatingParser(Parser):

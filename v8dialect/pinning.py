@@ -16,8 +16,8 @@ from xdsl.ir import Operation
 
 from v8dialect.attributes import ResolvedAttr
 from v8dialect.diagnostics import V8Error, located, op_error
-from v8dialect.ledger import read_ledger
 from v8dialect.ledger import node_key as ledger_key
+from v8dialect.ledger import read_ledger
 from v8dialect.ops import GraphOp
 
 

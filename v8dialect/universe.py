@@ -3,11 +3,10 @@
 Imported at every xdsl-opt start, so everything here is a lazy factory.
 """
 
+from v8passes import get_all_passes
 from xdsl.ir import Dialect
 from xdsl.universe import Universe
 from xdsl.utils.target import Target
-
-from v8passes import get_all_passes
 
 
 def _v8_dialect() -> Dialect:

@@ -122,14 +122,17 @@ def test_composite_claiming_more_than_its_parts_is_rejected(tmp_path: Path) -> N
         auto = next(c for c in doc["contracts"] if "composite" in c)
         auto["status"] = "validated"
         auto["evidence"] = ["python -m pytest test/runtime_c/attention"]
+        part = next(c for c in doc["contracts"] if c["id"] == "f16_online_single_range")
+        part["status"] = "observed"
 
     error = rejected(tmp_path, "attention.json", edit)
-    assert "claims status 'validated' but its part 'f16_online_single_range' is only 'unresolved'" in error.message
+    assert "claims status 'validated' but its part 'f16_online_single_range' is only 'observed'" in error.message
 
 
 def test_validated_without_evidence_is_rejected(tmp_path: Path) -> None:
     def edit(doc: Doc) -> None:
         doc["contracts"][0]["status"] = "validated"
+        doc["contracts"][0].pop("evidence", None)
 
     error = rejected(tmp_path, "attention.json", edit)
     assert error.json_path == "$.contracts[0].status"

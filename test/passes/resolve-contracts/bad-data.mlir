@@ -11,5 +11,5 @@ func.func @decode(%x: tensor<1x64xf32>, %y: tensor<1x64xf32>) -> tensor<1x64xf32
 // SPLITK: split_k_without_merge_order.json:$.contracts[0].merge_order: error: bad contract registry: a split-K contract must declare its merge order (e.g. 'ascending')
 // JSON: truncated.json:$: error: bad contract registry: invalid JSON at line 6 column 1: Expecting property name enclosed in double quotes
 // MISSING: missing.json:$: error: bad contract registry: cannot read file: No such file or directory
-// HEADER: maps_undeclared/rmsnorm.kmap.json:$.functions.production: error: bad kernel map: function 'fixture_rmsnorm_undeclared' is not declared in include/fixture.h
+// HEADER: maps_undeclared/rmsnorm.kmap.json:$.functions.production: error: bad kernel map: function 'fixture_rmsnorm_undeclared' is not declared in ../../kernel_maps/include/fixture.h
 // MODE: error: resolve-contracts mode must be one of bringup, production, not 'fast'
