@@ -82,6 +82,24 @@ def test_split_k_map_without_its_partition_is_refused(tmp_path: Path, partition:
         str(file), location, message)
 
 
+@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
+    "kernel_maps._check_partition_agreement exempts 'serial' from the chunked-contract rule "
+    "even for a threadpool map, so a split-K threadpool dispatch declared 'serial' (effect none) "
+    "loads, and its resolved execution reads 'serial / none' while the bits follow the workers"))
+def test_threadpool_split_k_map_declared_serial_is_refused(tmp_path: Path) -> None:
+    S.stage_header(tmp_path, "quant/v8_quant.h")
+    S.stage_packaged_sources(tmp_path, S.QUANT_SOURCES)
+    doc = S.packaged_map("q4_k_x_q8_k_gemv_split_k")
+    doc["threading"]["work_partitions"] = [{"kind": "serial", "reduction_order_effect": "none"}]
+    S.write_map(tmp_path, doc)
+    try:
+        load_kernel_maps(load_registry(), [tmp_path])
+    except DataError as e:
+        assert e.json_path == "$.threading.work_partitions[0]"
+        return
+    pytest.fail("a threadpool split-K map declaring only a 'serial' partition was accepted")
+
+
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, S.Kernels]]:
     root = tmp_path_factory.mktemp("split_by_workers_maps")
