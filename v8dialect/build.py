@@ -107,11 +107,18 @@ def signature(fn: func.FuncOp) -> PhaseSignature:
     assert isinstance(outputs_attr, IntegerAttr)
     n_out = outputs_attr.value.data
     buffers: list[Buffer] = []
+    used: set[str] = set()
     for i, arg in enumerate(fn.body.block.args):
         assert isinstance(arg.type, MemRefType)
         dtype = dtype_name(arg.type.get_element_type())  # pyright: ignore
         shape = tuple(int(d) for d in arg.type.get_shape())  # pyright: ignore
-        buffers.append(Buffer(arg.name_hint or f"arg{i}", dtype, shape))
+        # two arguments may share a name hint (a tied tensor read twice); each input keeps
+        # its own key, suffixed like the C printer's parameter names
+        name = arg.name_hint or f"arg{i}"
+        while name in used:
+            name += "_"
+        used.add(name)
+        buffers.append(Buffer(name, dtype, shape))
     split = len(buffers) - n_out
     return PhaseSignature(fn.sym_name.data, tuple(buffers[:split]), tuple(buffers[split:]))
 
