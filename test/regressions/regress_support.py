@@ -80,12 +80,14 @@ v8_status v8_q4_k_gemv_split_k_parallel_dispatch(v8_threadpool *pool, {SPLIT_ARG
 # ---- staging a provider: header copy, wrapper source, kernel map ------------------------
 
 
-def packaged_map(map_id: str) -> dict[str, Any]:
-    """The JSON of a packaged kernel map, by id (a deep copy to edit)."""
+def packaged_map(map_id: str, claim: str = "validated") -> dict[str, Any]:
+    """The JSON of a packaged kernel map, by id (a copy to edit), claiming `claim`: the
+    regressions are about what a claim of 'validated' survives, whatever the packaged
+    status is today."""
     for file in sorted(RUNTIME.rglob("*.kmap.json")):
         doc = json.loads(file.read_text(encoding="utf-8"))
         if doc["id"] == map_id:
-            return copy.deepcopy(doc)
+            return {**copy.deepcopy(doc), "status": claim}
     raise LookupError(f"no packaged kernel map '{map_id}'")
 
 
