@@ -49,10 +49,11 @@ test-attention-f16-split-kv:
 test-e2e:
 	$(PYTEST) test/e2e
 
-# The quick subset: lit, compiler unit tests and the emitted-C numerics.
+# The quick subset: lit, compiler unit tests, the emitted-C numerics and the regressions
+# for what the design prevents.
 v8-regression-fast:
 	$(LIT) -sv test/
-	$(PYTEST) test/v8dialect test/passes
+	$(PYTEST) test/v8dialect test/passes test/regressions
 
 # Side-by-side benchmarks against ggml; not part of `make test`.
 bench:

@@ -299,7 +299,10 @@ def _check_partition_agreement(kmap: KernelMap, contract_id: str, contract_kind:
             raise where.error(
                 f"partition '{wp.kind}' changes reduction order, but contract '{contract_id}' "
                 f"declares partition '{contract_kind}'")
-        if chunked and wp.reduction_order_effect == "none" and wp.kind != "serial":
+        # 'serial' runs one chunk, which a chunked contract allows only when nothing can
+        # schedule more: a serial runtime.  A threadpool map must declare the chunking.
+        serial_only = wp.kind == "serial" and kmap.runtime == "serial"
+        if chunked and wp.reduction_order_effect == "none" and not serial_only:
             raise where.error(
                 f"contract '{contract_id}' defines its chunking ('{contract_kind}'); "
                 f"an independent-outputs partition '{wp.kind}' cannot deliver it")
