@@ -32,6 +32,7 @@ from v8dialect.kernel_maps import KernelMap, KernelMapSet, load_kernel_maps, map
 from v8dialect.paths import circuits_dir
 
 CONTRACT_RUNGS = frozenset({Rung.ORACLE, Rung.EXTERNAL})
+SEMANTIC_RUNGS = CONTRACT_RUNGS | {Rung.OBSERVATION}
 
 
 @dataclass
@@ -56,7 +57,10 @@ class LedgerIndex:
         for entry in evidence:
             if entry.status != Outcome.PASS:
                 index.bad.append(entry)
-            targets = [index.contracts[c] for c in (entry.contract or "").split("+") if c]
+            # a contract's semantics are judged by independent models and backends only; a
+            # provider's own production or threadpool failure is that provider's, not the contract's
+            names = (entry.contract or "").split("+") if entry.rung in SEMANTIC_RUNGS else []
+            targets = [index.contracts[c] for c in names if c]
             if entry.provider:
                 targets.append(index.providers[entry.provider])
             if entry.circuit:
