@@ -12,6 +12,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO
@@ -91,11 +92,31 @@ def _c_target() -> type[Target]:
     return CTarget
 
 
+class PendingOutput(io.StringIO):
+    """Output held back until the whole run succeeded, so a failure leaves no partial file."""
+
+    def close(self) -> None:  # xDSL closes its output stream in a `finally`
+        pass
+
+
 class V8OptMain(xDSLOptMain):
     def __init__(self, args: Sequence[str] | None = None) -> None:
         argv = sys.argv[1:] if args is None else list(args)
         self.flag_passes, rest = split_pass_flags(argv, list(get_all_passes()))
+        self.pending: PendingOutput | None = None
         super().__init__(description="v8 numerical-contract compiler driver", args=rest)
+
+    def prepare_output(self) -> IO[str]:
+        if self.args.output_file is None:
+            return sys.stdout
+        self.pending = PendingOutput()
+        return self.pending
+
+    def run(self) -> None:
+        super().run()
+        if self.pending is not None:
+            with open(self.args.output_file, "w", encoding="utf-8") as out:
+                out.write(self.pending.getvalue())
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
