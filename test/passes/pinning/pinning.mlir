@@ -21,12 +21,12 @@ func.func @decode(%x: tensor<1x1024xf32>, %norm: tensor<1024xf32>, %w: tensor<10
   %s = v8.swiglu "act" decode %g, %r contract #v8.op_contract<"swiglu_fp32_expf", op = swiglu, storage = fp32, compute = fp32, reduction_kind = none, reduction_accumulator = none, reduction_order = none, elementwise = silu_expf_times_up, transcendentals = expf, rounding_points = [fp32_activation, fp32_output], partition = #v8.partition<independent_elements, effect = none>> : (tensor<1x1024xf32>, tensor<1x1024xf32>) -> tensor<1x1024xf32>
   func.return %s : tensor<1x1024xf32>
 }
-// KERNEL: pinning.mlir:18:3: error: 'v8.linear' "proj": lower-to-kernels: resolution of 'decode::proj' changed: kernel: 'q4_k_x_q8_k_gemv' -> 'q6_k_x_q8_k_gemv'
-// FUNCTION: pinning.mlir:18:3: error: 'v8.kernel' "proj": prepare-calls: resolution of 'decode::proj' changed: production: 'v8_q4_k_gemv' -> 'v8_q4_k_gemv_ref'
-// SELECTOR: pinning.mlir:18:3: error: 'v8.call' "proj": emit-c: resolution of 'decode::proj' changed: selector: 'V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER' -> 'V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER'
-// CALLEE: pinning.mlir:18:3: error: 'v8.call' "proj": emit-c: calls 'v8_q4_k_gemv_ref' but the resolution binds 'v8_q4_k_gemv_parallel_dispatch'
-// SELECTORARG: pinning.mlir:18:3: error: 'v8.call' "proj": emit-c: passes selector ['V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER'] but the resolved contract's selector is 'V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER'
-// MAP: pinning.mlir:18:3: error: 'v8.kernel' "proj": prepare-calls: kernel map 'q4_k_x_q8_k_gemv' binds production 'v8_q4_k_gemv' but the resolution pinned 'v8_q4_k_gemv_ref'
+// KERNEL: pinning.mlir:19:3: error: 'v8.linear' "proj": lower-to-kernels: resolution of 'decode::proj' changed: kernel: 'q4_k_x_q8_k_gemv' -> 'q6_k_x_q8_k_gemv'
+// FUNCTION: pinning.mlir:19:3: error: 'v8.kernel' "proj": prepare-calls: resolution of 'decode::proj' changed: production: 'v8_q4_k_gemv' -> 'v8_q4_k_gemv_ref'
+// SELECTOR: pinning.mlir:19:3: error: 'v8.call' "proj": emit-c: resolution of 'decode::proj' changed: selector: 'V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER' -> 'V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER'
+// CALLEE: pinning.mlir:19:3: error: 'v8.call' "proj": emit-c: calls 'v8_q4_k_gemv_ref' but the resolution binds 'v8_q4_k_gemv_parallel_dispatch'
+// SELECTORARG: pinning.mlir:19:3: error: 'v8.call' "proj": emit-c: passes selector ['V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER'] but the resolved contract's selector is 'V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER'
+// MAP: pinning.mlir:19:3: error: 'v8.kernel' "proj": prepare-calls: kernel map 'q4_k_x_q8_k_gemv' binds production 'v8_q4_k_gemv' but the resolution pinned 'v8_q4_k_gemv_ref'
 // NOC-NOT: v8_status decode(
 // NOC: error: 'v8.call' "proj": emit-c: resolution of 'decode::proj' changed: kernel: 'q4_k_x_q8_k_gemv' -> 'x'
 // NOC-NOT: v8_status decode(
