@@ -107,6 +107,7 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
         "row_copy",
         "bias_after_dot",
         "convert_to_cache",
+        "rotate_interleaved_multi_section",
     ),
     "transcendentals": ("none", "sqrtf", "cosf_sinf_iterative_theta", "expf", "tanhf"),
 }

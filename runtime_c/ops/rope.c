@@ -1,6 +1,7 @@
 /* RoPE (neox and normal pairs) and multi-section RoPE, contracts
  * rope_{neox,normal}_fp32_iterative_theta and
- * mrope_fp32_iterative_theta_sections (see ops/v8_ops.h).
+ * mrope_fp32_iterative_theta_sections and
+ * imrope_fp32_iterative_theta_interleaved_sections (see ops/v8_ops.h).
  *
  * This is ggml's rope arithmetic in its plain case (freq_scale 1, no YaRN
  * ramp, attn_factor 1): the angle of pair i is built by multiplying the fp32
@@ -20,6 +21,7 @@ typedef struct rope_args {
     int64_t n_tokens, n_head, head_dim, n_rot;
     float theta_scale;
     const int32_t *sections; /* NULL for plain rope */
+    int interleaved;      /* imrope: streams interleaved t, h, w, t, h, w, ... */
 } rope_args;
 
 static v8_status check_rope(const float *y, const float *x, const int32_t *pos, int64_t n_tokens,
@@ -74,6 +76,24 @@ static inline int mrope_stream(const int32_t *sections, int64_t i) {
     return 3;
 }
 
+/* The stream pair i of an imrope head uses (ggml's GGML_ROPE_TYPE_IMROPE):
+ * sector = i % S; h when sector % 3 == 1 and sector < 3*s1, else w when
+ * sector % 3 == 2 and sector < 3*s2, else t when sector % 3 == 0 and
+ * sector < 3*s0, else e (checked in this order). */
+static inline int imrope_stream(const int32_t *sections, int64_t i) {
+    const int64_t total = (int64_t)sections[0] + sections[1] + sections[2] + sections[3];
+    const int64_t sector = i % total;
+    if (sector % 3 == 1 && sector < 3 * (int64_t)sections[1]) return 1;
+    if (sector % 3 == 2 && sector < 3 * (int64_t)sections[2]) return 2;
+    if (sector % 3 == 0 && sector < 3 * (int64_t)sections[0]) return 0;
+    return 3;
+}
+
+static inline int stream_of(const rope_args *a, int64_t i) {
+    if (a->sections == NULL) return 0;
+    return a->interleaved ? imrope_stream(a->sections, i) : mrope_stream(a->sections, i);
+}
+
 /* ---- oracle: every (token, head) row builds its own angles ---------------- */
 
 static void rope_oracle(const rope_args *a) {
@@ -90,7 +110,7 @@ static void rope_oracle(const rope_args *a) {
                 theta[s] = (float)stream[t];
             }
             for (int64_t i = 0; i < a->n_rot / 2; ++i) {
-                int stream = (a->sections != NULL) ? mrope_stream(a->sections, i) : 0;
+                int stream = stream_of(a, i);
                 float c = cosf(theta[stream]);
                 float s = sinf(theta[stream]);
                 int64_t ia, ib;
@@ -122,7 +142,7 @@ static void rope_tokens(const rope_args *a, int64_t t0, int64_t t1) {
             theta[0] = theta[1] = theta[2] = theta[3] = (float)a->pos[t];
         }
         for (int64_t i = 0; i < a->n_rot / 2; ++i) {
-            const int stream = (a->sections != NULL) ? mrope_stream(a->sections, i) : 0;
+            const int stream = stream_of(a, i);
             const float c = cosf(theta[stream]);
             const float s = sinf(theta[stream]);
             int64_t ia, ib;
@@ -185,6 +205,7 @@ static v8_status prepare_rope(int contract, rope_args *a, float *y, const float 
     a->n_rot = n_rot;
     a->theta_scale = theta_scale_of(freq_base, n_rot);
     a->sections = NULL;
+    a->interleaved = 0;
     return V8_OK;
 }
 
@@ -234,7 +255,9 @@ static v8_status prepare_mrope(int contract, rope_args *a, float *y, const float
                                const int32_t *pos, int64_t n_tokens, int64_t n_head,
                                int64_t head_dim, int64_t n_rot, float freq_base,
                                const int32_t *sections) {
-    V8_REQUIRE(contract == V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS, V8_ERR_UNKNOWN_SELECTOR);
+    V8_REQUIRE(contract == V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS ||
+                   contract == V8_IMROPE_FP32_ITERATIVE_THETA_INTERLEAVED_SECTIONS,
+               V8_ERR_UNKNOWN_SELECTOR);
     V8_REQUIRE(sections != NULL, V8_ERR_NULL_ARGUMENT);
     v8_status st = check_rope(y, x, pos, n_tokens, n_head, head_dim, n_rot, freq_base);
     if (st != V8_OK) {
@@ -260,33 +283,46 @@ static v8_status prepare_mrope(int contract, rope_args *a, float *y, const float
     a->n_rot = n_rot;
     a->theta_scale = theta_scale_of(freq_base, n_rot);
     a->sections = sections;
+    a->interleaved = contract == V8_IMROPE_FP32_ITERATIVE_THETA_INTERLEAVED_SECTIONS;
     return V8_OK;
+}
+
+/* The three entry points of both multi-section providers; `accepts` is the
+ * provider's own selector, so each provider rejects the other's. */
+static v8_status multi_run(int accepts, int mode, v8_threadpool *pool, int contract, float *y,
+                           const float *x, const int32_t *pos, int64_t n_tokens, int64_t n_head,
+                           int64_t head_dim, int64_t n_rot, float freq_base,
+                           const int32_t *sections) {
+    V8_REQUIRE(contract == accepts, V8_ERR_UNKNOWN_SELECTOR);
+    rope_args a;
+    v8_status st = prepare_mrope(contract, &a, y, x, pos, n_tokens, n_head, head_dim, n_rot,
+                                 freq_base, sections);
+    if (st != V8_OK) {
+        return st;
+    }
+    if (mode == 0) {
+        rope_oracle(&a);
+        return V8_OK;
+    }
+    if (mode == 1) {
+        rope_tokens(&a, 0, n_tokens);
+        return V8_OK;
+    }
+    return rope_parallel(pool, &a);
 }
 
 v8_status v8_mrope_f32_ref(int contract, float *y, const float *x, const int32_t *pos,
                            int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
                            float freq_base, const int32_t *sections) {
-    rope_args a;
-    v8_status st = prepare_mrope(contract, &a, y, x, pos, n_tokens, n_head, head_dim, n_rot,
-                                 freq_base, sections);
-    if (st != V8_OK) {
-        return st;
-    }
-    rope_oracle(&a);
-    return V8_OK;
+    return multi_run(V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS, 0, NULL, contract, y, x, pos,
+                     n_tokens, n_head, head_dim, n_rot, freq_base, sections);
 }
 
 v8_status v8_mrope_f32(int contract, float *y, const float *x, const int32_t *pos,
                        int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
                        float freq_base, const int32_t *sections) {
-    rope_args a;
-    v8_status st = prepare_mrope(contract, &a, y, x, pos, n_tokens, n_head, head_dim, n_rot,
-                                 freq_base, sections);
-    if (st != V8_OK) {
-        return st;
-    }
-    rope_tokens(&a, 0, n_tokens);
-    return V8_OK;
+    return multi_run(V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS, 1, NULL, contract, y, x, pos,
+                     n_tokens, n_head, head_dim, n_rot, freq_base, sections);
 }
 
 v8_status v8_mrope_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
@@ -294,11 +330,31 @@ v8_status v8_mrope_f32_parallel_dispatch(v8_threadpool *pool, int contract, floa
                                          int64_t n_head, int64_t head_dim, int64_t n_rot,
                                          float freq_base, const int32_t *sections) {
     V8_REQUIRE(pool != NULL, V8_ERR_NULL_ARGUMENT);
-    rope_args a;
-    v8_status st = prepare_mrope(contract, &a, y, x, pos, n_tokens, n_head, head_dim, n_rot,
-                                 freq_base, sections);
-    if (st != V8_OK) {
-        return st;
-    }
-    return rope_parallel(pool, &a);
+    return multi_run(V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS, 2, pool, contract, y, x, pos,
+                     n_tokens, n_head, head_dim, n_rot, freq_base, sections);
+}
+
+/* ---- interleaved multi-section RoPE ---------------------------------------- */
+
+v8_status v8_imrope_f32_ref(int contract, float *y, const float *x, const int32_t *pos,
+                            int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                            float freq_base, const int32_t *sections) {
+    return multi_run(V8_IMROPE_FP32_ITERATIVE_THETA_INTERLEAVED_SECTIONS, 0, NULL, contract, y,
+                     x, pos, n_tokens, n_head, head_dim, n_rot, freq_base, sections);
+}
+
+v8_status v8_imrope_f32(int contract, float *y, const float *x, const int32_t *pos,
+                        int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                        float freq_base, const int32_t *sections) {
+    return multi_run(V8_IMROPE_FP32_ITERATIVE_THETA_INTERLEAVED_SECTIONS, 1, NULL, contract, y,
+                     x, pos, n_tokens, n_head, head_dim, n_rot, freq_base, sections);
+}
+
+v8_status v8_imrope_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                          const float *x, const int32_t *pos, int64_t n_tokens,
+                                          int64_t n_head, int64_t head_dim, int64_t n_rot,
+                                          float freq_base, const int32_t *sections) {
+    V8_REQUIRE(pool != NULL, V8_ERR_NULL_ARGUMENT);
+    return multi_run(V8_IMROPE_FP32_ITERATIVE_THETA_INTERLEAVED_SECTIONS, 2, pool, contract, y,
+                     x, pos, n_tokens, n_head, head_dim, n_rot, freq_base, sections);
 }

@@ -36,6 +36,7 @@ enum {
     V8_ROPE_NEOX_FP32_ITERATIVE_THETA = 0x301,
     V8_ROPE_NORMAL_FP32_ITERATIVE_THETA = 0x302,
     V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS = 0x311,
+    V8_IMROPE_FP32_ITERATIVE_THETA_INTERLEAVED_SECTIONS = 0x312,
     V8_EMBEDDING_FP32_ROW_COPY = 0x401,
     V8_KV_STORE_F16_ROUND_NEAREST_EVEN = 0x801,
     V8_KV_STORE_FP32_COPY = 0x802,
@@ -116,6 +117,27 @@ v8_status v8_mrope_f32_parallel_dispatch(v8_threadpool *pool, int contract, floa
                                          const float *x, const int32_t *pos, int64_t n_tokens,
                                          int64_t n_head, int64_t head_dim, int64_t n_rot,
                                          float freq_base, const int32_t *sections);
+
+/* ---- interleaved multi-section RoPE (Qwen3-VL, Qwen3.5): provider imrope_fp32 --
+ * Contract imrope_fp32_iterative_theta_interleaved_sections, ggml's rope_multi
+ * in GGML_ROPE_TYPE_IMROPE mode: everything as mrope above (neox pairs, four
+ * iterative fp32 thetas multiplied by theta_scale after every pair, sections
+ * never restarted) except the stream of pair i.  With sector = i % S:
+ *   h if sector % 3 == 1 and sector < 3*sections[1];
+ *   else w if sector % 3 == 2 and sector < 3*sections[2];
+ *   else t if sector % 3 == 0 and sector < 3*sections[0];
+ *   else e                                   (tested in exactly this order).
+ * Each provider accepts only its own selector. */
+v8_status v8_imrope_f32_ref(int contract, float *y, const float *x, const int32_t *pos,
+                            int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                            float freq_base, const int32_t *sections);
+v8_status v8_imrope_f32(int contract, float *y, const float *x, const int32_t *pos,
+                        int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                        float freq_base, const int32_t *sections);
+v8_status v8_imrope_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                          const float *x, const int32_t *pos, int64_t n_tokens,
+                                          int64_t n_head, int64_t head_dim, int64_t n_rot,
+                                          float freq_base, const int32_t *sections);
 
 /* ---- embedding: provider embedding_fp32 -------------------------------------
  * Contract embedding_fp32_row_copy: y[t][:] = table[ids[t]][:] (exact copy).

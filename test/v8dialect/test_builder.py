@@ -75,7 +75,13 @@ def _func(op: object) -> str:
 
 @pytest.mark.parametrize(
     ("preset", "circuit"),
-    [("qwen3", "qwen3"), ("qwen2", "qwen2"), ("llama", "nanbeige"), ("gemma3", "gemma3")],
+    [
+        ("qwen3", "qwen3"),
+        ("qwen2", "qwen2"),
+        ("llama", "nanbeige"),
+        ("gemma3", "gemma3"),
+        ("qwen3vl", "qwen3vl"),
+    ],
 )
 def test_family_builds_and_resolves_against_packaged_maps(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], preset: str, circuit: str
@@ -276,9 +282,16 @@ def test_sliding_window_needs_a_cache_within_the_window(
 def test_circuit_waiting_for_contracts_refuses_to_build(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rc, _, err = build(capsys, gguf(tmp_path, "qwen3vl"), "qwen3vl")
-    assert rc == 1 and "imrope_fp32_iterative_theta_interleaved_sections" in err
-    assert err.startswith("circuits/qwen3vl.json:$.requirements.rope.")
+    doc = json.loads((circuits_dir() / "qwen3vl.json").read_text())
+    doc["requirements"]["rope"] = {
+        "prefill": "imrope_fp32_iterative_theta_unwritten_sections",
+        "decode": "imrope_fp32_iterative_theta_unwritten_sections",
+    }
+    circuit = tmp_path / "waiting.json"
+    circuit.write_text(json.dumps(doc, indent=1))
+    rc, _, err = build(capsys, gguf(tmp_path, "qwen3vl"), str(circuit))
+    assert rc == 1 and "imrope_fp32_iterative_theta_unwritten_sections" in err
+    assert err.startswith(f"{circuit}:$.requirements.rope.")
 
 
 @pytest.mark.parametrize(
