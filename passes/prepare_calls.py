@@ -38,6 +38,7 @@ from v8dialect.diagnostics import V8Error, data_error, op_error
 from v8dialect.jsondata import DataError
 from v8dialect.kernel_maps import KernelMapSet, load_kernel_maps
 from v8dialect.lowered import AllocOp, ArenaSliceOp, CallOp, CExprAttr, InlineOp, KernelOp, ViewOp
+from v8dialect.paths import option_paths
 from v8dialect.pinning import check_pinned
 
 ALIGNMENT = 64
@@ -221,10 +222,6 @@ class FunctionPreparation:
         old.erase()
 
 
-def _locations(option: str | None) -> list[Path] | None:
-    return [Path(p) for p in option.split(",") if p] if option else None
-
-
 @dataclass(frozen=True)
 class PrepareCalls(ModulePass):
     """Plan each phase's arena and bind every kernel call to its C ABI."""
@@ -240,8 +237,8 @@ class PrepareCalls(ModulePass):
         registry_attr = module.attributes.get(REGISTRY_ATTR)
         registry_option = registry_attr.data if isinstance(registry_attr, StringAttr) else None
         try:
-            registry = load_registry(_locations(registry_option))
-            return load_kernel_maps(registry, _locations(maps_option))
+            registry = load_registry(option_paths(registry_option))
+            return load_kernel_maps(registry, option_paths(maps_option))
         except DataError as e:
             raise data_error(e, "kernel map") from None
 

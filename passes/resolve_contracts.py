@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
@@ -32,6 +31,7 @@ from v8dialect.jsondata import DataError
 from v8dialect.kernel_maps import KernelMap, KernelMapSet, WorkPartition, load_kernel_maps
 from v8dialect.ledger import graph_ops, node_key, write_ledger
 from v8dialect.ops import GraphOp
+from v8dialect.paths import option_paths
 
 MODES = ("bringup", "production")
 NEAREST_SHOWN = 3
@@ -201,12 +201,6 @@ def resolved_attr(kmap: KernelMap, contract: Contract, partition: WorkPartition,
     )
 
 
-def _locations(option: str | None) -> list[Path] | None:
-    if option is None:
-        return None
-    return [Path(p) for p in option.split(",") if p]
-
-
 @dataclass(frozen=True)
 class ResolveContracts(ModulePass):
     """Pick exactly one provider per contract-bearing op, or fail before any C exists."""
@@ -227,11 +221,11 @@ class ResolveContracts(ModulePass):
             raise V8Error([f"<pass>: error: resolve-contracts mode must be one of {', '.join(MODES)}, "
                            f"not '{self.mode}'"])
         try:
-            registry = load_registry(_locations(self.registry))
+            registry = load_registry(option_paths(self.registry))
         except DataError as e:
             raise data_error(e, "contract registry") from None
         try:
-            maps = load_kernel_maps(registry, _locations(self.kernel_maps))
+            maps = load_kernel_maps(registry, option_paths(self.kernel_maps))
         except DataError as e:
             raise data_error(e, "kernel map") from None
         return Resolver(registry, maps, production=self.mode == "production")

@@ -32,3 +32,10 @@ def runtime_c_dir() -> Path:
 
 def runtime_include_dir() -> Path:
     return runtime_c_dir() / "include"
+
+
+def option_paths(option: str | None) -> list[Path] | None:
+    """A pass option naming files or folders, comma-separated; None means the packaged default."""
+    if not option:
+        return None
+    return [Path(p) for p in option.split(",") if p]

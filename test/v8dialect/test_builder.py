@@ -9,28 +9,18 @@ from pathlib import Path
 
 import pytest
 from v8passes.resolve_contracts import ResolveContracts
-from xdsl.context import Context
-from xdsl.dialects import get_all_dialects
 from xdsl.dialects.builtin import FileLineColLoc, ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 
+from v8dialect.build import context
 from v8dialect.builder import main
-from v8dialect.dialect import V8
 from v8dialect.ledger import graph_ops
 from v8dialect.paths import circuits_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "Inputs" / "circuits"))
 import tiny_gguf  # noqa: E402
-
-
-def context() -> Context:
-    ctx = Context()
-    for name, factory in get_all_dialects().items():
-        ctx.register_dialect(name, factory)
-    ctx.load_dialect(V8)
-    return ctx
 
 
 def gguf(tmp_path: Path, preset: str, **kwargs: object) -> Path:
