@@ -15,23 +15,43 @@
 
 typedef void (*ql_rows_fn)(float *out, const uint8_t *w, size_t row_bytes, int64_t blk0,
                            int64_t nblk, const v8_block_q8_k *a, int64_t nrows);
+/* GEMM tile: y[t*ldy + r] for rows [0, nrows) x tokens [0, ntok), token t's
+ * activation blocks at a + t*lda; each weight super-block is decoded once
+ * per group of tokens. */
+typedef void (*ql_tile_fn)(float *y, int64_t ldy, const uint8_t *w, size_t row_bytes,
+                           int64_t blk0, int64_t nblk, const v8_block_q8_k *a, int64_t lda,
+                           int64_t ntok, int64_t nrows);
+/* Q8_K activation quantizer (q4k_order: the AVX-512 Q4_K chunk order) */
+typedef void (*ql_quant_fn)(const float *x, v8_block_q8_k *a, int64_t rows, int64_t k,
+                            int q4k_order);
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 #define QL_FN(name) name##_avx2
-#define QL_WIDE_512 0
 #include "quant/ql_simd.inc"
 #undef QL_FN
-#undef QL_WIDE_512
 #pragma GCC pop_options
 
+/* The AVX-512 variant, built with and without VNNI (same bits, see the
+ * .inc); the VNNI build is entered only when the CPU reports it. */
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 #define QL_FN(name) name##_avx512
-#define QL_WIDE_512 1
-#include "quant/ql_simd.inc"
+#define QL_VNNI 0
+#include "quant/ql_avx512.inc"
 #undef QL_FN
-#undef QL_WIDE_512
+#undef QL_VNNI
+#undef QL_TOK
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+#define QL_FN(name) name##_avx512vnni
+#define QL_VNNI 1
+#include "quant/ql_avx512.inc"
+#undef QL_FN
+#undef QL_VNNI
+#undef QL_TOK
 #pragma GCC pop_options
 
 /* Scalar variant: the oracle's lane model itself. */
@@ -51,19 +71,47 @@ static void q6k_rows_scalar(float *out, const uint8_t *w, size_t row_bytes, int6
     }
 }
 
+static void ql_quant_scalar(const float *x, v8_block_q8_k *a, int64_t rows, int64_t k,
+                            int q4k_order) {
+    (void)q4k_order;
+    (void)v8_quantize_q8_k(x, a, rows, k);
+}
+
 typedef enum { QL_Q4K = 0, QL_Q6K = 1 } ql_format;
 
-static ql_rows_fn ql_rows_for(ql_format fmt, int use_ref) {
+/* One variant's kernels.  tile == NULL: GEMM runs rows() once per token.
+ * q4k_order: the activation is stored in the AVX-512 Q4_K chunk order,
+ * which only that variant's own kernels read. */
+typedef struct {
+    ql_rows_fn rows;
+    ql_tile_fn tile;
+    ql_quant_fn quant;
+    int q4k_order;
+} ql_impl;
+
+static ql_impl ql_impl_for(ql_format fmt, int use_ref) {
+    ql_impl im = {fmt == QL_Q4K ? q4k_rows_scalar : q6k_rows_scalar, NULL, ql_quant_scalar, 0};
     if (use_ref) {
-        return fmt == QL_Q4K ? q4k_rows_scalar : q6k_rows_scalar;
+        return im;
     }
     switch (v8_cpu_best_isa()) {
     case V8_ISA_AVX512:
-        return fmt == QL_Q4K ? q4k_rows_avx512 : q6k_rows_avx512;
+        if (v8_cpu_features() & V8_CPU_AVX512VNNI) {
+            im.rows = fmt == QL_Q4K ? q4k_rows_avx512vnni : q6k_rows_avx512vnni;
+            im.tile = fmt == QL_Q4K ? q4k_tile_avx512vnni : q6k_tile_avx512vnni;
+            im.quant = q8k_rows_avx512vnni;
+        } else {
+            im.rows = fmt == QL_Q4K ? q4k_rows_avx512 : q6k_rows_avx512;
+            im.tile = fmt == QL_Q4K ? q4k_tile_avx512 : q6k_tile_avx512;
+            im.quant = q8k_rows_avx512;
+        }
+        im.q4k_order = fmt == QL_Q4K;
+        return im;
     case V8_ISA_AVX2:
-        return fmt == QL_Q4K ? q4k_rows_avx2 : q6k_rows_avx2;
+        im.rows = fmt == QL_Q4K ? q4k_rows_avx2 : q6k_rows_avx2;
+        return im;
     default:
-        return fmt == QL_Q4K ? q4k_rows_scalar : q6k_rows_scalar;
+        return im;
     }
 }
 
@@ -88,7 +136,7 @@ static v8_status ql_check(int contract, int expected, float *y, const void *w, c
 
 typedef struct {
     ql_format fmt;
-    ql_rows_fn rows;
+    ql_impl im;
     float *y;
     const uint8_t *w;
     const float *x;
@@ -100,11 +148,17 @@ typedef struct {
 } ql_job;
 
 static void ql_tile(const ql_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-        float *out = j->y + t * j->n + r0;
-        j->rows(out, j->w + (size_t)r0 * j->row_bytes, j->row_bytes, 0, j->nb,
-                j->a + t * j->nb, r1 - r0);
-        if (j->bias != NULL) {
+    const uint8_t *w = j->w + (size_t)r0 * j->row_bytes;
+    if (j->im.tile != NULL && t1 - t0 > 1) {
+        j->im.tile(j->y + t0 * j->n + r0, j->n, w, j->row_bytes, 0, j->nb, j->a + t0 * j->nb,
+                   j->nb, t1 - t0, r1 - r0);
+    } else {
+        for (int64_t t = t0; t < t1; ++t) {
+            j->im.rows(j->y + t * j->n + r0, w, j->row_bytes, 0, j->nb, j->a + t * j->nb, r1 - r0);
+        }
+    }
+    if (j->bias != NULL) {
+        for (int64_t t = t0; t < t1; ++t) {
             for (int64_t r = r0; r < r1; ++r) {
                 j->y[t * j->n + r] += j->bias[r]; /* after the complete dot */
             }
@@ -131,6 +185,7 @@ static void ql_tile_task(void *ctx, int64_t task, int worker) {
 }
 
 typedef struct {
+    const ql_impl *im;
     const float *x;
     v8_block_q8_k *a;
     int64_t k, nb;
@@ -139,7 +194,7 @@ typedef struct {
 static void ql_quant_task(void *ctx, int64_t task, int worker) {
     (void)worker;
     const ql_quant_job *q = (const ql_quant_job *)ctx;
-    (void)v8_quantize_q8_k(q->x + task * q->k, q->a + task * q->nb, 1, q->k);
+    q->im->quant(q->x + task * q->k, q->a + task * q->nb, 1, q->k, q->im->q4k_order);
 }
 
 static v8_status ql_linear(v8_threadpool *pool, int use_ref, ql_format fmt, int contract,
@@ -152,7 +207,7 @@ static v8_status ql_linear(v8_threadpool *pool, int use_ref, ql_format fmt, int 
     V8_REQUIRE(st == V8_OK, st);
     ql_job j;
     j.fmt = fmt;
-    j.rows = ql_rows_for(fmt, use_ref);
+    j.im = ql_impl_for(fmt, use_ref);
     j.y = y;
     j.w = (const uint8_t *)w;
     j.x = x;
@@ -166,14 +221,14 @@ static v8_status ql_linear(v8_threadpool *pool, int use_ref, ql_format fmt, int 
     j.tok_tile = m;
     j.n_row_tiles = (n + j.row_tile - 1) / j.row_tile;
     if (pool == NULL) {
-        (void)v8_quantize_q8_k(x, scratch, m, k);
+        j.im.quant(x, (v8_block_q8_k *)scratch, m, k, j.im.q4k_order);
         ql_run_serial(&j);
         return V8_OK;
     }
     /* quantize each token's activation row as its own task (independent rows) */
-    ql_quant_job qj = {x, (v8_block_q8_k *)scratch, k, j.nb};
+    ql_quant_job qj = {&j.im, x, (v8_block_q8_k *)scratch, k, j.nb};
     if (m == 1) {
-        (void)v8_quantize_q8_k(x, scratch, 1, k);
+        j.im.quant(x, (v8_block_q8_k *)scratch, 1, k, j.im.q4k_order);
     } else {
         st = v8_parallel_for(pool, m, ql_quant_task, &qj);
         V8_REQUIRE(st == V8_OK, st);
@@ -314,7 +369,8 @@ static v8_status ql_split_k(v8_threadpool *pool, int use_ref, int contract, floa
     V8_REQUIRE(((uintptr_t)scratch & 3u) == 0, V8_ERR_BAD_DIMENSION);
 
     ql_split_job s;
-    s.rows = ql_rows_for(QL_Q4K, use_ref);
+    const ql_impl im = ql_impl_for(QL_Q4K, use_ref);
+    s.rows = im.rows;
     s.nb = k / V8_QK_K;
     s.a = (const v8_block_q8_k *)scratch;
     s.partials = (float *)((uint8_t *)scratch + v8_ql_gemv_scratch_bytes(k));
@@ -325,7 +381,7 @@ static v8_status ql_split_k(v8_threadpool *pool, int use_ref, int contract, floa
     s.row_bytes = (size_t)s.nb * sizeof(v8_block_q4_k);
     s.row_tile = 64;
     s.n_row_tiles = (n + s.row_tile - 1) / s.row_tile;
-    (void)v8_quantize_q8_k(x, scratch, 1, k);
+    im.quant(x, (v8_block_q8_k *)scratch, 1, k, im.q4k_order);
     if (pool == NULL) {
         for (int64_t c = 0; c < parts; ++c) {
             ql_split_piece(&s, c, 0, n);

@@ -35,8 +35,11 @@ MAP_Q6_GEMM = "q6_k_x_q8_k_gemm"
 MAP_Q4_SPLIT = "q4_k_x_q8_k_gemv_split_k"
 
 V8_CPU_AVX2, V8_CPU_FMA, V8_CPU_F16C = 1 << 0, 1 << 1, 1 << 2
+V8_CPU_AVX512VNNI = 1 << 7
 AVX2_ONLY = V8_CPU_AVX2 | V8_CPU_FMA | V8_CPU_F16C
 ALL_FEATURES = 0xFFFFFFFF
+# the avx512 variant's path without VNNI (same variant, same bits required)
+NO_VNNI = ALL_FEATURES & ~V8_CPU_AVX512VNNI
 ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512"}
 
 QUANT_SOURCES = ("quant/q_formats.c", "quant/q_dot_ref.c", "quant/q_linear.c")

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from ql_support import (
-    ALL_FEATURES, AVX2_ONLY, CONTRACT_Q4, CONTRACT_Q6, CONTRACT_SPLIT, ISA_NAMES, MAP_Q4_GEMM,
+    ALL_FEATURES, AVX2_ONLY, NO_VNNI, CONTRACT_Q4, CONTRACT_Q6, CONTRACT_SPLIT, ISA_NAMES, MAP_Q4_GEMM,
     MAP_Q4_GEMV, MAP_Q4_SPLIT, MAP_Q6_GEMM, MAP_Q6_GEMV, QK_K, QL, bitexact, make_activation,
     make_weights, max_abs_err,
 )
@@ -172,11 +172,16 @@ def test_gemv_oracle_vs_numpy_dequant(ql: QL, models: Any, evidence: Any, fmt: s
 # ---- production vs oracle (both ISA variants) -------------------------------
 
 def _isas(ql: QL) -> list[tuple[str, int]]:
+    """(variant, mask) for every dispatch path this host can take; the avx512
+    variant appears twice when the CPU has VNNI (with and without it)."""
     ql.lib.v8_cpu_restrict(ALL_FEATURES)
     best = ql.lib.v8_cpu_best_isa()
+    has_vnni = bool(ql.lib.v8_cpu_features() & ~NO_VNNI)
     out = []
     if best == 2:
         out.append(("avx512", ALL_FEATURES))
+        if has_vnni:
+            out.append(("avx512", NO_VNNI))
     if best >= 1:
         out.append(("avx2", AVX2_ONLY))
     out.append(("scalar", 0))
@@ -200,8 +205,8 @@ def test_gemv_production_vs_oracle(ql: QL, models: Any, evidence: Any, fmt: str,
             same, total = bitexact(y_ref, y)
             evidence(Rung.PRODUCTION, st == 0 and same == total, contract=CONTRACT[fmt],
                      provider=GEMV_MAP[fmt], shape=f"{n}x{k}", isa=isa, bias=True,
-                     bitexact=f"{same}/{total}")
-            assert st == 0 and same == total, (isa, same, total)
+                     cpu_mask=hex(mask), bitexact=f"{same}/{total}")
+            assert st == 0 and same == total, (isa, hex(mask), same, total)
     finally:
         ql.lib.v8_cpu_restrict(ALL_FEATURES)
 
@@ -247,13 +252,13 @@ def test_gemm_ladder(ql: QL, models: Any, evidence: Any, fmt: str, shape: tuple[
              **common)
     assert same == total
     try:
-        for isa, mask in _isas(ql)[:2]:
+        for isa, mask in _isas(ql)[:-1]:
             ql.lib.v8_cpu_restrict(mask)
             st, y = ql.linear(fmt, "prod", model.wq, x)
             same, total = bitexact(y_ref, y)
-            evidence(Rung.PRODUCTION, st == 0 and same == total, isa=isa,
+            evidence(Rung.PRODUCTION, st == 0 and same == total, isa=isa, cpu_mask=hex(mask),
                      bitexact=f"{same}/{total}", **common)
-            assert st == 0 and same == total, isa
+            assert st == 0 and same == total, (isa, hex(mask))
     finally:
         ql.lib.v8_cpu_restrict(ALL_FEATURES)
     for workers in WORKERS:
@@ -262,6 +267,33 @@ def test_gemm_ladder(ql: QL, models: Any, evidence: Any, fmt: str, shape: tuple[
         evidence(Rung.THREADPOOL, st == 0 and same == total, partition="output_tiles",
                  workers=workers, bitexact=f"{same}/{total}", **common)
         assert st == 0 and same == total, workers
+
+
+# GEMM tiles decode a weight super-block once per group of tokens: token
+# counts that leave a partial group, on every dispatch path and pool size.
+@pytest.mark.parametrize("m", [2, 3, 5, 7, 33])
+@pytest.mark.parametrize("fmt", FMTS)
+def test_gemm_token_groups(ql: QL, models: Any, evidence: Any, fmt: str, m: int) -> None:
+    n, k = 1024, 1024
+    model = models.get(fmt, n, k)
+    x = make_activation(k, 2000 + m, m=m)
+    bias = make_activation(n, 98)
+    st, y_ref = ql.linear(fmt, "ref", model.wq, x, bias=bias)
+    assert st == 0
+    common = dict(contract=CONTRACT[fmt], provider=GEMM_MAP[fmt], shape=f"{m}x{n}x{k}")
+    try:
+        for isa, mask in _isas(ql)[:-1]:
+            ql.lib.v8_cpu_restrict(mask)
+            runs = [("prod", 0)] + [("pool", w) for w in (2, 3)]
+            for variant, workers in runs:
+                st, y = ql.linear(fmt, variant, model.wq, x, workers=workers, bias=bias)
+                same, total = bitexact(y_ref, y)
+                evidence(Rung.PRODUCTION if variant == "prod" else Rung.THREADPOOL,
+                         st == 0 and same == total, isa=isa, cpu_mask=hex(mask),
+                         workers=workers, bitexact=f"{same}/{total}", **common)
+                assert st == 0 and same == total, (isa, hex(mask), variant, workers)
+    finally:
+        ql.lib.v8_cpu_restrict(ALL_FEATURES)
 
 
 # ---- split-K --------------------------------------------------------------------
@@ -286,6 +318,16 @@ def test_split_k_ladder(ql: QL, models: Any, evidence: Any, shape: tuple[int, in
         st_t, y_t = ql.split_k("pool", model.wq, model.x, parts, workers=parts, bias=bias)
         sp, tot = bitexact(y_ref, y_p)
         stp, _ = bitexact(y_ref, y_t)
+        try:                                   # the other dispatch paths, production only
+            for isa, mask in _isas(ql)[1:-1]:
+                ql.lib.v8_cpu_restrict(mask)
+                st_i, y_i = ql.split_k("prod", model.wq, model.x, parts, bias=bias)
+                si, _ = bitexact(y_ref, y_i)
+                evidence(Rung.PRODUCTION, st_i == 0 and si == tot, parts=parts, isa=isa,
+                         cpu_mask=hex(mask), bitexact=f"{si}/{tot}", **common)
+                assert st_i == 0 and si == tot, (isa, hex(mask), parts)
+        finally:
+            ql.lib.v8_cpu_restrict(ALL_FEATURES)
         evidence(Rung.PRODUCTION, st_p == 0 and sp == tot, parts=parts,
                  bitexact=f"{sp}/{tot}", **common)
         evidence(Rung.THREADPOOL, st_t == 0 and stp == tot, partition="split_k", parts=parts,
