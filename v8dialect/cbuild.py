@@ -1,6 +1,6 @@
 """Compile C through cffi, cached by content hash.
 
-Tests, benchmarks and ``v8dialect.build`` all compile runtime_c sources (and
+Tests, benchmarks and ``v8dialect.program`` all compile runtime_c sources (and
 emitted C) with this one helper.  The cache key covers the cdef, every source
 and header byte, the flags and the compiler, so a changed kernel is never run
 from a stale build.

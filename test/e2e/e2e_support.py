@@ -216,7 +216,7 @@ def build_program(gguf_path: Path, circuit: str, prefill_tokens: int,
     from xdsl.dialects.builtin import FloatAttr, StringAttr
     from xdsl.dialects.func import FuncOp
 
-    from v8dialect.build import build, parse
+    from v8dialect.program import build, parse
     from v8dialect.builder import main
 
     out = out_dir / f"{circuit}_{prefill_tokens}.mlir"

@@ -33,7 +33,7 @@ from v8passes.resolve_contracts import ResolveContracts
 import v8dialect.contracts
 import v8dialect.evidence_gate
 import v8dialect.kernel_maps
-from v8dialect.build import parse
+from v8dialect.program import parse
 from v8dialect.contract_ir import to_attr
 from v8dialect.contracts import load_registry
 from v8dialect.diagnostics import V8Error

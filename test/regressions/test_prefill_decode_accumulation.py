@@ -27,7 +27,7 @@ import regress_support as S
 from v8passes.resolve_contracts import ResolveContracts
 from xdsl.dialects.builtin import ModuleOp
 
-from v8dialect.build import parse
+from v8dialect.program import parse
 from v8dialect.contract_ir import to_attr
 from v8dialect.contracts import load_registry
 from v8dialect.evidence import Rung

@@ -14,7 +14,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 
-from v8dialect.build import context
+from v8dialect.program import context
 from v8dialect.builder import main
 from v8dialect.ledger import graph_ops
 from v8dialect.paths import circuits_dir

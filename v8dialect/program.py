@@ -1,6 +1,6 @@
 """Compile a v8 module to native code and call its phases from Python.
 
-    program = v8dialect.build.build(module_or_text)
+    program = v8dialect.build(module_or_text)
     out = program.run("decode", x=x, w=w, ..., n_past=0, workers=2)
 
 Runs whatever pipeline stages the module still needs (resolve-contracts,
