@@ -2,7 +2,12 @@
 thread count, median of repeated runs; prints ours/ggml and whether the
 outputs are bit-identical.  Not part of the test run.
 
-    python bench/attention_vs_ggml.py [--repeats N]
+    python bench/attention_vs_ggml.py [--repeats N] [--rows SUBSTRING]
+
+The ggml graph is built once per row and thread count, and ours and ggml
+run alternately (the order flips every repeat), so load from other
+processes on the machine hits both sides alike; the load average is
+printed before and after.
 
 Rows: decode H=32 Hkv=8 D=128 at KV 1058 and 4096 (split-KV contract
 f16_online_fp32_merge, provider attn_online_split_f16kv); prefill Q=64
@@ -13,6 +18,7 @@ when runtime_c/attention/tiled.c is present)."""
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -48,33 +54,82 @@ def build():
     return M.build_online(), False
 
 
-def median_time(fn, repeats):
-    fn()  # warm-up
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+class GgmlGraph:
+    """One ggml_flash_attn_ext graph (the same set-up as M.GgmlFlashAttn.run),
+    built once so that computing it can be timed repeatedly."""
+
+    def __init__(self, q, k_bits, v_bits, n_head_kv, kv_len, q_pos0, causal, scale,
+                 pad_to=256, mem_bytes=512 << 20):
+        import ggml as g
+        self.g = g
+        t, h, d = q.shape
+        kv_pad = (kv_len + pad_to - 1) // pad_to * pad_to
+        self.ctx = g.ggml_init(g.ggml_init_params(mem_size=mem_bytes, mem_buffer=None,
+                                                  no_alloc=False))
+        tq = g.ggml_new_tensor_3d(self.ctx, g.GGML_TYPE_F32, d, t, h)
+        tk = g.ggml_new_tensor_3d(self.ctx, g.GGML_TYPE_F16, d, kv_pad, n_head_kv)
+        tv = g.ggml_new_tensor_3d(self.ctx, g.GGML_TYPE_F16, d, kv_pad, n_head_kv)
+        tm = g.ggml_new_tensor_2d(self.ctx, g.GGML_TYPE_F16, kv_pad, t)
+        M._as_array(g, tq, np.float32, (h, t, d))[...] = np.transpose(q, (1, 0, 2))
+        ka = M._as_array(g, tk, np.uint16, (n_head_kv, kv_pad, d))
+        va = M._as_array(g, tv, np.uint16, (n_head_kv, kv_pad, d))
+        ka[...] = 0
+        va[...] = 0
+        ka[:, :kv_len] = k_bits[:, :kv_len]
+        va[:, :kv_len] = v_bits[:, :kv_len]
+        ma = M._as_array(g, tm, np.float16, (t, kv_pad))
+        ma[...] = np.float16(-np.inf)
+        for i in range(t):
+            ma[i, :q_pos0 + i + 1 if causal else kv_len] = 0
+        self.out = g.ggml_flash_attn_ext(self.ctx, tq, tk, tv, tm, float(scale), 0.0, 0.0)
+        g.ggml_flash_attn_ext_set_prec(self.out, g.GGML_PREC_F32)
+        self.gf = g.ggml_new_graph(self.ctx)
+        g.ggml_build_forward_expand(self.gf, self.out)
+        self.shape = (t, h, d)
+
+    def compute(self, n_threads):
+        self.g.ggml_graph_compute_with_ctx(self.ctx, self.gf, n_threads)
+
+    def result(self):
+        return M._as_array(self.g, self.out, np.float32, self.shape).copy()
+
+    def free(self):
+        self.g.ggml_free(self.ctx)
+
+
+def interleaved_medians(fa, fb, repeats):
+    """Median seconds of fa and fb, run alternately (order flipped each repeat)."""
+    fa()
+    fb()  # warm-up
+    ta, tb = [], []
+    for r in range(repeats):
+        for fn, ts in (((fa, ta), (fb, tb)) if r % 2 == 0 else ((fb, tb), (fa, ta))):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return statistics.median(ta), statistics.median(tb)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--rows", default="", help="only rows whose name contains this")
     opts = ap.parse_args()
     repeats = opts.repeats
     mod, have_tiled = build()
     on = M.Online(mod)
     ffi, lib = on.ffi, on.lib
-    gg = M.GgmlFlashAttn()
     rng = np.random.default_rng(0)
     rows = [("decode H32/8 D128 KV1058", 1, 32, 8, 128, 1058, 1057, 1, "split"),
             ("decode H32/8 D128 KV4096", 1, 32, 8, 128, 4096, 4095, 1, "split")]
     if have_tiled:
         rows += [("prefill Q64 KV1024 H32/8 D128", 64, 32, 8, 128, 1024, 960, 1, "tiled"),
                  ("full T256 H16 D72", 256, 16, 16, 72, 256, 0, 0, "tiled")]
+    print("# load average %.2f %.2f %.2f" % os.getloadavg())
     print(f"{'row':34s} {'thr':>3s} {'ours ms':>9s} {'ggml ms':>9s} {'ratio':>6s} bit-exact")
     for name, n_q, h, hkv, d, kv, p0, causal, kind in rows:
+        if opts.rows not in name:
+            continue
         q = rng.standard_normal((n_q, h, d)).astype(np.float32)
         k = rng.standard_normal((hkv, kv, d)).astype(np.float16).view(np.uint16)
         v = rng.standard_normal((hkv, kv, d)).astype(np.float16).view(np.uint16)
@@ -98,14 +153,16 @@ def main() -> None:
             def ours():
                 status[0] = fn(*call)
 
-            t_ours = median_time(ours, repeats)
-            timings: list[float] = []
-            ref = gg.run(q, k, v, hkv, kv, p0, bool(causal), scale, threads,
-                         repeats=repeats + 1, timings=timings)
-            t_gg = statistics.median(timings[1:])
+            gg = GgmlGraph(q, k, v, hkv, kv, p0, bool(causal), scale)
+            try:
+                t_ours, t_gg = interleaved_medians(ours, lambda: gg.compute(threads), repeats)
+                ref = gg.result()
+            finally:
+                gg.free()
             exact = status[0] == 0 and np.array_equal(out.view(np.uint32), ref.view(np.uint32))
             print(f"{name:34s} {threads:3d} {t_ours * 1e3:9.3f} {t_gg * 1e3:9.3f} "
                   f"{t_ours / t_gg:6.2f} {exact}")
+    print("# load average %.2f %.2f %.2f" % os.getloadavg())
 
 
 if __name__ == "__main__":
