@@ -109,6 +109,33 @@ def _dims_kv_store(op: KernelOp) -> dict[str, Attribute]:
             "pos0": CExprAttr(StringAttr("n_past"))}
 
 
+def _int_param(op: KernelOp, name: str) -> Attribute:
+    value = op.params.data[name]
+    assert isinstance(value, IntegerAttr)
+    return IntegerAttr(value.value.data, i64)
+
+
+def _dims_head_split(op: KernelOp) -> dict[str, Attribute]:
+    t, h, d = shape_of(op.buffer("out"))
+    return {"n_tokens": IntegerAttr(t, i64), "n_head": IntegerAttr(h, i64),
+            "head_dim": IntegerAttr(d, i64), "part": _int_param(op, "part"),
+            "parts": _int_param(op, "parts")}
+
+
+def _dims_sigmoid_gate(op: KernelOp) -> dict[str, Attribute]:
+    return {"n": IntegerAttr(_product(shape_of(op.buffer("lhs"))), i64)}
+
+
+def _dims_recurrent(op: KernelOp) -> dict[str, Attribute]:
+    t = shape_of(op.buffer("qkv"))[0]
+    hv, dv, dk = shape_of(op.buffer("ssm_state"))
+    kernel = shape_of(op.buffer("conv_w"))[1]
+    return {"n_tokens": IntegerAttr(t, i64), "n_k_heads": _int_param(op, "n_k_heads"),
+            "n_v_heads": IntegerAttr(hv, i64), "head_k_dim": IntegerAttr(dk, i64),
+            "head_v_dim": IntegerAttr(dv, i64), "conv_kernel": IntegerAttr(kernel, i64),
+            "eps": _param_float(op, "eps")}
+
+
 DIMENSIONS: Mapping[str, Callable[[KernelOp], dict[str, Attribute]]] = {
     "attention": _dims_attention,
     "linear": _dims_projection,
@@ -118,6 +145,9 @@ DIMENSIONS: Mapping[str, Callable[[KernelOp], dict[str, Attribute]]] = {
     "rope": _dims_per_head,
     "embedding": _dims_embedding,
     "kv_store": _dims_kv_store,
+    "head_split": _dims_head_split,
+    "sigmoid_gate": _dims_sigmoid_gate,
+    "recurrent": _dims_recurrent,
 }
 
 

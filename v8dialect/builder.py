@@ -76,14 +76,17 @@ from v8dialect.ops import (
     AttentionOp,
     EmbeddingOp,
     GeGLUOp,
+    HeadSplitOp,
     KVStoreOp,
     LinearOp,
     LogitsOp,
     QKNormOp,
+    RecurrentOp,
     ReshapeOp,
     ResidualAddOp,
     RMSNormOp,
     RopeOp,
+    SigmoidGateOp,
     SwiGLUOp,
 )
 
@@ -446,7 +449,7 @@ class FunctionBuilder:
     ) -> Operation:
         (x,) = inputs
         tokens, k = dims_of(x)
-        n = math.prod(f if isinstance(f, int) else self.integer(f, op) for f in op.features)
+        n = self.width(op)
         w = self.weight(op, self.projection_stem(op, layer), layer, (n, k))
         bias = [self.bias(op, layer, n)] if op.bias is not None else []
         cls = LinearOp if op.kind == "linear" else LogitsOp
@@ -455,6 +458,20 @@ class FunctionBuilder:
             result_types=[tensor_of((tokens, n), Float32Type())],
             properties=self.properties(op, layer, self.weight_dtype(w)),
         )
+
+    def width(self, op: OpTemplate) -> int:
+        """Output features: the product of the scalar factors, times the sum of the
+        products of the list-valued terms when there are any."""
+
+        def value(f: str | int) -> int:
+            return f if isinstance(f, int) else self.integer(f, op)
+
+        factors = [f for f in op.features if not isinstance(f, tuple)]
+        terms = [f for f in op.features if isinstance(f, tuple)]
+        total = math.prod(value(f) for f in factors)
+        if terms:
+            total *= sum(math.prod(value(f) for f in term) for term in terms)
+        return total
 
     def projection_stem(self, op: OpTemplate, layer: int | None) -> str:
         """The weight's stem, or the tied tensor's when the circuit and the model say so."""
@@ -610,10 +627,96 @@ class FunctionBuilder:
         a, b = inputs
         if a.type != b.type:
             raise BuildError(self.where(op), f"'{op.node}' combines {a.type} and {b.type}")
-        cls = {"residual_add": ResidualAddOp, "swiglu": SwiGLUOp, "geglu": GeGLUOp}[op.kind]
+        cls = {
+            "residual_add": ResidualAddOp,
+            "swiglu": SwiGLUOp,
+            "geglu": GeGLUOp,
+            "sigmoid_gate": SigmoidGateOp,
+        }[op.kind]
         return cls.build(
             operands=[a, b], result_types=[a.type], properties=self.properties(op, layer)
         )
+
+    def emit_head_split(
+        self, op: OpTemplate, inputs: list[SSAValue], layer: int | None
+    ) -> Operation:
+        (x,) = inputs
+        assert op.part is not None and op.parts is not None
+        tokens, heads, width = dims_of(x)
+        if width % op.parts:
+            raise self.conflict(op, f"a head of {width} does not split into {op.parts} parts")
+        props = self.properties(op, layer)
+        props["part"] = IntegerAttr(op.part, 64)
+        props["parts"] = IntegerAttr(op.parts, 64)
+        out = tensor_of((tokens, heads, width // op.parts), Float32Type())
+        return HeadSplitOp.build(operands=[x], result_types=[out], properties=props)
+
+    def emit_recurrent(
+        self, op: OpTemplate, inputs: list[SSAValue], layer: int | None
+    ) -> Operation:
+        """A gated DeltaNet mixer.  `tensors` names, after the layer prefix, the convolution
+        kernel, A, the time-step bias and the gated norm's weight, in this order."""
+        qkv, z, alpha, beta = inputs
+        assert op.eps is not None
+        if len(op.tensors) != 4:
+            raise BuildError(
+                self.where(op),
+                f"'{op.node}' names {len(op.tensors)} tensors; a gated DeltaNet reads 4 "
+                "(convolution kernel, A, time-step bias, norm weight)",
+            )
+        hk = self.integer("ssm_group_count", op)
+        dk = self.integer("ssm_state_size", op)
+        hv = self.integer("ssm_time_step_rank", op)
+        inner = self.integer("ssm_inner_size", op)
+        kernel = self.integer("ssm_conv_kernel", op)
+        if inner % hv or hv % hk:
+            raise self.conflict(
+                op,
+                f"ssm_inner_size {inner} does not split into {hv} value heads, or {hv} value "
+                f"heads do not share {hk} key heads",
+            )
+        dv = inner // hv
+        channels = 2 * hk * dk + inner
+        tokens = dims_of(qkv)[0]
+        for what, value, dims in (
+            ("qkv", qkv, (tokens, channels)),
+            ("z", z, (tokens, inner)),
+            ("alpha", alpha, (tokens, hv)),
+            ("beta", beta, (tokens, hv)),
+        ):
+            if dims_of(value) != dims:
+                raise self.conflict(
+                    op,
+                    f"{what} is {'x'.join(map(str, dims_of(value)))}; the mixer needs "
+                    f"{'x'.join(map(str, dims))}",
+                )
+        shapes = ((channels, kernel), (hv,), (hv,), (dv,))
+        weights = [
+            self.named_tensor(op, stem, layer, dims)
+            for stem, dims in zip(op.tensors, shapes, strict=True)
+        ]
+        prefix = self.circuit.prefix(layer)
+        conv_state = self.arg(f"{prefix}conv_state", tensor_of((channels, kernel - 1), Float32Type()))
+        ssm_state = self.arg(f"{prefix}ssm_state", tensor_of((hv, dv, dk), Float32Type()))
+        props = self.properties(op, layer)
+        props["n_k_heads"] = IntegerAttr(hk, 64)
+        props["eps"] = FloatAttr(float(self.number(op.eps, op)), Float32Type())
+        return RecurrentOp.build(
+            operands=[qkv, z, alpha, beta, *weights, conv_state, ssm_state],
+            result_types=[tensor_of((tokens, inner), Float32Type())],
+            properties=props,
+        )
+
+    def named_tensor(
+        self, op: OpTemplate, stem: str, layer: int | None, dims: Sequence[int]
+    ) -> SSAValue:
+        """The fp32 argument for tensor `<prefix><stem>` (the stem names any suffix)."""
+        name = f"{self.circuit.prefix(layer)}{stem}"
+        info = self.tensor_info(op, name, dims)
+        if info.dtype != "f32":
+            raise self.conflict(op, f"tensor '{name}' has type {info.dtype}; it must be f32")
+        self.used_tensors.add(name)
+        return self.arg(name, tensor_of(info.shape, Float32Type()), name)
 
     # -- the function --------------------------------------------------------------------
 
@@ -673,6 +776,9 @@ EMITTERS = {
     "residual_add": FunctionBuilder.emit_binary,
     "swiglu": FunctionBuilder.emit_binary,
     "geglu": FunctionBuilder.emit_binary,
+    "sigmoid_gate": FunctionBuilder.emit_binary,
+    "head_split": FunctionBuilder.emit_head_split,
+    "recurrent": FunctionBuilder.emit_recurrent,
 }
 
 

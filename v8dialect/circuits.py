@@ -40,9 +40,9 @@ SCALE_KINDS = ("sqrt",)
 # Op kinds a circuit may declare before the IR or the registries can express
 # them: validation reports each as a gap (never a vocabulary error), so the
 # circuit can be written down completely today.
-PLANNED_OPS = ("layer_norm", "gelu", "sigmoid_gate", "head_split", "patch_merge")
+PLANNED_OPS = ("layer_norm", "gelu", "patch_merge")
 # Kinds with a contract family but no GraphIR op yet.
-NO_GRAPH_OP = ("recurrent",)
+NO_GRAPH_OP: tuple[str, ...] = ()
 CIRCUIT_OPS = (*vocab.KERNEL_OPS, "reshape", *PLANNED_OPS)
 
 # Selector keys and the values they compare against.
@@ -78,7 +78,9 @@ OP_FIELDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "residual_add": (("node", "contracts"), ()),
     "swiglu": (("node", "contracts"), ()),
     "geglu": (("node", "contracts"), ()),
-    "recurrent": (("node", "contracts"), ("tensors",)),
+    "recurrent": (("node", "tensors", "eps", "contracts"), ()),
+    "head_split": (("node", "part", "parts", "contracts"), ()),
+    "sigmoid_gate": (("node", "contracts"), ()),
     **{
         kind: (("node", "contracts"), ("weight", "bias", "eps", "tensors", "part", "parts"))
         for kind in PLANNED_OPS
@@ -96,6 +98,9 @@ ARITY: Mapping[str, int] = {
     "residual_add": 2,
     "swiglu": 2,
     "geglu": 2,
+    "head_split": 1,
+    "sigmoid_gate": 2,
+    "recurrent": 4,  # qkv, z, alpha, beta
 }
 NODE_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 TENSOR_PATTERN = re.compile(r"^[a-z][a-z0-9_.]*$")
@@ -138,7 +143,9 @@ class OpTemplate:
     weight: str | None = None
     bias: str | None = None
     tied_to: str | None = None
-    features: tuple[str | int, ...] = ()  # manifest fields and constant factors
+    # manifest fields and constant factors whose product is the width; a nested
+    # list is a sum of such products (e.g. the q, k and v channels of a fused projection)
+    features: tuple[str | int | tuple[str | int, ...], ...] = ()
     eps: str | None = None
     weight_offset: Mapping[str, float] = field(default_factory=dict[str, float])
     output_scale: tuple[str, str] | None = (
@@ -154,6 +161,8 @@ class OpTemplate:
     kv_heads: str | None = None
     window: str | None = None  # manifest field: sliding-window length
     tensors: tuple[str, ...] = ()
+    part: int | None = None
+    parts: int | None = None
 
     def in_layer(self, kind: str) -> bool:
         return not self.only or kind in self.only
@@ -446,13 +455,25 @@ def parse_op(node: Node, scope: Scope) -> OpTemplate:
         kv_heads=_manifest_field(get("kv_heads")) if has("kv_heads") else None,
         window=_manifest_field(get("window")) if has("window") else None,
         tensors=tuple(_tensor_stem(n) for n in get("tensors").items()) if has("tensors") else (),
+        part=get("part").integer(minimum=0) if has("part") else None,
+        parts=get("parts").integer(minimum=1) if has("parts") else None,
     )
     _check_op(template, node)
     return template
 
 
-def _feature(node: Node) -> str | int:
-    """A factor of an output dimension: a manifest field, or a constant such as 2 (q and gate)."""
+def _feature(node: Node) -> str | int | tuple[str | int, ...]:
+    """A factor of an output dimension: a manifest field, or a constant such as 2 (q and gate);
+    a list is one term of a sum of products."""
+    if isinstance(node.value, list):
+        term = tuple(_factor(n) for n in node.items())
+        if not term or any(isinstance(f, tuple) for f in term):
+            raise node.error("a sum term is a non-empty list of manifest fields and constants")
+        return term  # type: ignore[return-value]
+    return _factor(node)
+
+
+def _factor(node: Node) -> str | int:
     return node.integer(minimum=1) if isinstance(node.value, int) else _manifest_field(node)
 
 
@@ -479,6 +500,8 @@ def _check_op(op: OpTemplate, node: Node) -> None:
         raise node.error("a reshape names either 'heads' (split the last dim) or 'flatten': true")
     if op.kind in ("linear", "logits") and not op.features:
         raise node.child("features").error("expected a non-empty list of manifest fields")
+    if op.part is not None and op.parts is not None and op.part >= op.parts:
+        raise node.child("part").error(f"part {op.part} of {op.parts} does not exist")
     if op.sections is not None and MANIFEST_FIELDS[op.sections].kind != INTS:
         raise node.child("sections").error(f"'{op.sections}' is not a list-valued manifest field")
 

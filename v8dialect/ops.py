@@ -495,6 +495,135 @@ class KVStoreOp(GraphOp):
         return {"input": "token_major", "cache": "head_major_strided", "output": "head_major_strided"}
 
 
+# ---- gated attention and gated DeltaNet (hybrid decoders) -------------------------
+
+
+@irdl_op_definition
+class HeadSplitOp(GraphOp):
+    """Part `part` of `parts` equal slices of every head: x [T, H, parts*D] -> [T, H, D]."""
+
+    name = "v8.head_split"
+    KERNEL_OP: ClassVar[str] = "head_split"
+
+    x = operand_def(TensorType)
+    out = result_def(TensorType)
+    part = prop_def(IntegerAttr[I64])
+    parts = prop_def(IntegerAttr[I64])
+    contract = prop_def(OpContractAttr)
+
+    assembly_format = (
+        "$node $phase $x `part` $part `of` $parts `contract` qualified($contract) " + _TAIL
+    )
+
+    def verify_(self) -> None:
+        t, h, width = shape(tensor(self.x.type, "x", 3))
+        part, parts = self.part.value.data, self.parts.value.data
+        if parts < 1 or not 0 <= part < parts or width % parts:
+            raise VerifyException(
+                f"part {part} of {parts} does not split a head of {width} into equal slices"
+            )
+        if shape(tensor(self.out.type, "result", 3)) != (t, h, width // parts):
+            raise VerifyException(f"result must be {t}x{h}x{width // parts}")
+        if element(self.out.type) != element(self.x.type):
+            raise VerifyException("head_split keeps the element type")
+        self.verify_contract_op()
+
+    def dtypes(self) -> Mapping[str, str]:
+        return {"input": element(self.x.type), "output": element(self.out.type)}
+
+    def layout(self) -> Mapping[str, str]:
+        return {"input": "token_major", "output": "token_major"}
+
+
+@irdl_op_definition
+class SigmoidGateOp(BinaryElementwiseOp):
+    """input * sigmoid(gate): the output gate of gated attention."""
+
+    name = "v8.sigmoid_gate"
+    KERNEL_OP: ClassVar[str] = "sigmoid_gate"
+    ROLES: ClassVar[tuple[str, str]] = ("input", "gate")
+
+
+@irdl_op_definition
+class RecurrentOp(GraphOp):
+    """A gated DeltaNet mixer between its input and output projections.
+
+    qkv [T, C] (C = 2*Hk*Dk + Hv*Dv), z [T, Hv*Dv], alpha and beta [T, Hv];
+    weights conv_w [C, K], ssm_a, dt_bias [Hv], norm_w [Dv]; recurrent state
+    conv_state [C, K-1] and ssm_state [Hv, Dv, Dk], function arguments the
+    kernel updates in place (like a KV cache); result [T, Hv*Dv].
+    """
+
+    name = "v8.recurrent"
+    KERNEL_OP: ClassVar[str] = "recurrent"
+
+    qkv = operand_def(TensorType)
+    z = operand_def(TensorType)
+    alpha = operand_def(TensorType)
+    beta = operand_def(TensorType)
+    conv_w = operand_def(TensorType)
+    ssm_a = operand_def(TensorType)
+    dt_bias = operand_def(TensorType)
+    norm_w = operand_def(TensorType)
+    conv_state = operand_def(TensorType)
+    ssm_state = operand_def(TensorType)
+    out = result_def(TensorType)
+    n_k_heads = prop_def(IntegerAttr[I64])
+    eps = prop_def(FloatAttr[Float32Type])
+    contract = prop_def(OpContractAttr)
+
+    assembly_format = (
+        "$node $phase $qkv `,` $z `,` $alpha `,` $beta `weights` $conv_w `,` $ssm_a `,` "
+        "$dt_bias `,` $norm_w `state` $conv_state `,` $ssm_state `key_heads` $n_k_heads "
+        "`eps` $eps `contract` qualified($contract) " + _TAIL
+    )
+
+    def dims(self) -> tuple[int, int, int, int, int, int, int]:
+        """(T, Hk, Hv, Dk, Dv, K, C) from the operand shapes."""
+        t, c = shape(self.qkv.type)
+        hv, dv, dk = shape(self.ssm_state.type)
+        k = shape(self.conv_w.type)[1]
+        return t, self.n_k_heads.value.data, hv, dk, dv, k, c
+
+    def verify_(self) -> None:
+        t, c = shape(tensor(self.qkv.type, "qkv", 2))
+        hv, dv, dk = shape(tensor(self.ssm_state.type, "ssm_state", 3))
+        hk = self.n_k_heads.value.data
+        if hk < 1 or hv % hk:
+            raise VerifyException(f"{hv} value heads cannot read {hk} key heads (Hv % Hk != 0)")
+        if c != 2 * hk * dk + hv * dv:
+            raise VerifyException(f"qkv has {c} channels, not 2*{hk}*{dk} + {hv}*{dv}")
+        cw, k = shape(tensor(self.conv_w.type, "conv_w", 2))
+        expected = {
+            "z": (self.z.type, (t, hv * dv)),
+            "alpha": (self.alpha.type, (t, hv)),
+            "beta": (self.beta.type, (t, hv)),
+            "ssm_a": (self.ssm_a.type, (hv,)),
+            "dt_bias": (self.dt_bias.type, (hv,)),
+            "norm_w": (self.norm_w.type, (dv,)),
+            "conv_w": (self.conv_w.type, (c, k)),
+            "conv_state": (self.conv_state.type, (c, k - 1)),
+            "result": (self.out.type, (t, hv * dv)),
+        }
+        for what, (value_type, dims) in expected.items():
+            if not isinstance(value_type, TensorType) or shape(value_type) != dims:
+                shown = "x".join(map(str, dims))
+                raise VerifyException(f"{what} must be a {shown} tensor, got {value_type}")
+        if k < 2 or cw != c:
+            raise VerifyException(f"conv_w must be {c}x(K >= 2)")
+        self.verify_contract_op()
+
+    def dtypes(self) -> Mapping[str, str]:
+        return {"input": element(self.qkv.type), "state": element(self.ssm_state.type),
+                "output": element(self.out.type)}
+
+    def layout(self) -> Mapping[str, str]:
+        return {"input": "contiguous", "state": "contiguous", "output": "contiguous"}
+
+    def query_batch(self) -> int:
+        return shape(self.qkv.type)[0]
+
+
 # ---- views -----------------------------------------------------------------------
 
 
@@ -541,4 +670,7 @@ GRAPH_OPS: list[type[Operation]] = [
     ResidualAddOp,
     EmbeddingOp,
     KVStoreOp,
+    HeadSplitOp,
+    SigmoidGateOp,
+    RecurrentOp,
 ]

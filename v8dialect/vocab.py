@@ -87,6 +87,8 @@ DECODER_OPS = (
     "logits",
     "recurrent",
     "kv_store",
+    "head_split",
+    "sigmoid_gate",
 )
 
 OP_FIELDS: Mapping[str, tuple[str, ...]] = {
@@ -108,8 +110,18 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
         "bias_after_dot",
         "convert_to_cache",
         "rotate_interleaved_multi_section",
+        "split_heads_copy",
+        "times_sigmoid_expf",
+        "gated_delta_rule_state_update",
     ),
-    "transcendentals": ("none", "sqrtf", "cosf_sinf_iterative_theta", "expf", "tanhf"),
+    "transcendentals": (
+        "none",
+        "sqrtf",
+        "cosf_sinf_iterative_theta",
+        "expf",
+        "tanhf",
+        "expf_logf_sqrtf",
+    ),
 }
 
 ROUNDING_POINTS = (
@@ -126,6 +138,12 @@ ROUNDING_POINTS = (
     "fp32_output",
     "exact_copy",
     "fp16_round_nearest_even",
+    "fp32_conv_each_tap",
+    "fp64_norm_sums",
+    "fp32_state_decay",
+    "fp32_state_update",
+    "fp32_dot_each_product_and_sum",
+    "fp32_gated_output",
 )
 
 # ---- partitions ----------------------------------------------------------
@@ -225,4 +243,6 @@ OP_ROLES: Mapping[str, tuple[str, ...]] = {
     "embedding": ("ids", "table", "output"),
     "recurrent": ("input", "state", "output"),
     "kv_store": ("input", "cache", "output"),
+    "head_split": ("input", "output"),
+    "sigmoid_gate": ("input", "gate", "output"),
 }

@@ -44,7 +44,10 @@ enum {
     V8_LOGITS_FP32_ASCENDING_FP32_ACCUMULATE = 0x502, /* same arithmetic, logits projection */
     V8_RESIDUAL_ADD_FP32 = 0x601,
     V8_SWIGLU_FP32_EXPF = 0x701,
-    V8_GEGLU_FP32_TANH = 0x702
+    V8_GEGLU_FP32_TANH = 0x702,
+    V8_SIGMOID_GATE_FP32_EXPF = 0x703,
+    V8_HEAD_SPLIT_EXACT_COPY = 0x901,
+    V8_GATED_DELTA_RULE_FP32_TOKEN_SEQUENTIAL_STATE = 0xA01
 };
 
 /* ---- RMSNorm: provider rmsnorm_fp32 -----------------------------------------
@@ -198,6 +201,79 @@ v8_status v8_kv_store_f32_ref(int contract, const float *rows, float *cache, int
                               int64_t n_head_kv, int64_t head_dim, int64_t capacity, int64_t pos0);
 v8_status v8_kv_store_f32(int contract, const float *rows, float *cache, int64_t n_tokens,
                           int64_t n_head_kv, int64_t head_dim, int64_t capacity, int64_t pos0);
+
+/* ---- head split: provider head_split_fp32 -----------------------------------
+ * Contract head_split_exact_copy: x [n_tokens][n_head][parts * head_dim],
+ * y [n_tokens][n_head][head_dim] = x[t][h][part * head_dim + d] (exact copy;
+ * e.g. the query and gate halves of a gated-attention projection).  y must not
+ * alias x.  Rows (t, h) are independent. */
+v8_status v8_head_split_f32_ref(int contract, float *y, const float *x, int64_t n_tokens,
+                                int64_t n_head, int64_t head_dim, int64_t part, int64_t parts);
+v8_status v8_head_split_f32(int contract, float *y, const float *x, int64_t n_tokens,
+                            int64_t n_head, int64_t head_dim, int64_t part, int64_t parts);
+v8_status v8_head_split_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                              const float *x, int64_t n_tokens, int64_t n_head,
+                                              int64_t head_dim, int64_t part, int64_t parts);
+
+/* ---- sigmoid output gate: provider sigmoid_gate_fp32 -------------------------
+ * Contract sigmoid_gate_fp32_expf: y = lhs * (1.0f / (1.0f + expf(-rhs))),
+ * each operation rounded to fp32 (ggml's ggml_vec_sigmoid_f32 then mul).
+ * y may alias lhs or rhs exactly.  Elements are independent. */
+v8_status v8_sigmoid_gate_f32_ref(int contract, float *y, const float *lhs, const float *rhs,
+                                  int64_t n);
+v8_status v8_sigmoid_gate_f32(int contract, float *y, const float *lhs, const float *rhs,
+                              int64_t n);
+v8_status v8_sigmoid_gate_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                                const float *lhs, const float *rhs, int64_t n);
+
+/* ---- gated DeltaNet mixer: provider gated_delta_net_fp32 ----------------------
+ * Contract gated_delta_rule_fp32_token_sequential_state.  Hk key heads of dim
+ * Dk, Hv value heads of dim Dv (Hv % Hk == 0; value head h reads key head
+ * h % Hk, the GGUF/ggml head order), C = 2*Hk*Dk + Hv*Dv channels, K the
+ * convolution width.
+ *   qkv [T][C] (q | k | v), z [T][Hv*Dv], alpha, beta [T][Hv]   activations
+ *   conv_w [C][K], ssm_a [Hv] (A = -exp(A_log)), dt_bias [Hv], norm_w [Dv]
+ *   conv_state [C][K-1] (the K-1 previous inputs per channel, oldest first)
+ *   ssm_state [Hv][Dv][Dk] (S transposed: row j holds S[:, j])
+ *   y [T][Hv*Dv]
+ * Tokens in ascending order; per token t and value head h, each step rounded
+ * to fp32 unless it says fp64:
+ *   conv:   c = 0; for m = 0..K-1: c = c + in[t+m][ch] * conv_w[ch][m]
+ *           (in = [conv_state, qkv] per channel);  x = c / (1 + expf(-c))  (SiLU)
+ *   l2norm of q and k (per key head): s = sum_i (double)(x_i*x_i) ascending;
+ *           r = 1 / fmaxf(sqrtf((float)s), eps);  x_i = x_i * r
+ *   b = 1 / (1 + expf(-beta));  g = sp(alpha + dt_bias) * ssm_a with
+ *           sp(u) = u > 20 ? u : logf(1 + expf(u));  decay = expf(g)
+ *   state:  S = S * decay (every element);  for j ascending:
+ *             d = sum_i S[j][i]*k_i (fp32, i ascending);  delta = (v_j - d) * b;
+ *             S[j][i] = S[j][i] + k_i * delta
+ *   out:    o_j = (sum_i S[j][i]*q_i, fp32 ascending) * (1 / sqrtf((float)Dk))
+ *   gated RMSNorm over Dv: s = sum_j (double)(o_j*o_j); mean = (float)(s / Dv);
+ *           r = 1 / sqrtf(mean + eps);  y_j = ((o_j * r) * norm_w[j]) * SiLU(z_j)
+ * conv_state ends as the last K-1 inputs, ssm_state as S after the last token,
+ * both updated in place.  The same arithmetic runs for one token (decode) and
+ * many (prefill), so a prefill's last row equals the decode step after a
+ * prefill of the others.  Dk, Dv <= V8_GDN_MAX_HEAD_DIM, 2 <= K <= 64. */
+#define V8_GDN_MAX_HEAD_DIM 512
+v8_status v8_gated_delta_net_f32_ref(int contract, float *y, const float *qkv, const float *z,
+                                     const float *alpha, const float *beta, const float *conv_w,
+                                     const float *ssm_a, const float *dt_bias,
+                                     const float *norm_w, float *conv_state, float *ssm_state,
+                                     int64_t n_tokens, int64_t n_k_heads, int64_t n_v_heads,
+                                     int64_t head_k_dim, int64_t head_v_dim,
+                                     int64_t conv_kernel, float eps);
+v8_status v8_gated_delta_net_f32(int contract, float *y, const float *qkv, const float *z,
+                                 const float *alpha, const float *beta, const float *conv_w,
+                                 const float *ssm_a, const float *dt_bias, const float *norm_w,
+                                 float *conv_state, float *ssm_state, int64_t n_tokens,
+                                 int64_t n_k_heads, int64_t n_v_heads, int64_t head_k_dim,
+                                 int64_t head_v_dim, int64_t conv_kernel, float eps);
+v8_status v8_gated_delta_net_f32_parallel_dispatch(
+    v8_threadpool *pool, int contract, float *y, const float *qkv, const float *z,
+    const float *alpha, const float *beta, const float *conv_w, const float *ssm_a,
+    const float *dt_bias, const float *norm_w, float *conv_state, float *ssm_state,
+    int64_t n_tokens, int64_t n_k_heads, int64_t n_v_heads, int64_t head_k_dim,
+    int64_t head_v_dim, int64_t conv_kernel, float eps);
 
 #ifdef __cplusplus
 }

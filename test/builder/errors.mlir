@@ -12,10 +12,10 @@
 // RUN: not v8-build %t.qwen2.gguf --circuit qwen3 2>&1 | filecheck %s --check-prefix=ARCH
 // ARCH: error: architecture 'qwen2' is not one that circuits/qwen3.json builds (qwen3)
 
-// RUN: not v8-build %t.gguf --circuit qwen35 2>&1 | filecheck %s --check-prefix=GAPS
-// GAPS: circuits/qwen35.json:$.block[1]: error: bad circuit: {{[0-9]+}} requirement(s) cannot be met yet
-// GAPS: circuits/qwen35.json: $.block[1]: op kind 'recurrent' ('linear_attn') has no GraphIR op yet
-// GAPS: contract 'gated_delta_rule_fp32_token_sequential_state' (required by linear_attn) is not in the contract registry
+// RUN: not v8-build %t.gguf --circuit qwen3vl_vision 2>&1 | filecheck %s --check-prefix=GAPS
+// GAPS: circuits/qwen3vl_vision.json:$.block[0]: error: bad circuit: {{[0-9]+}} requirement(s) cannot be met yet
+// GAPS: circuits/qwen3vl_vision.json: $.block[0]: op kind 'layer_norm' ('ln1') has no GraphIR op yet
+// GAPS: contract 'layer_norm_fp32_fp64_sum_ascending_bias' (required by ln1, ln2, post_ln) is not in the contract registry
 
 // RUN: %python %S/../Inputs/circuits/tiny_gguf.py gemma3 %t.gemma.gguf
 // RUN: not v8-build %t.gemma.gguf --circuit gemma3 --kv-capacity 2048 2>&1 | filecheck %s --check-prefix=WINDOW

@@ -22,13 +22,9 @@ from v8dialect.contracts import ContractRegistry, load_registry
 from v8dialect.jsondata import DataError
 
 REGISTRY = load_registry()
-BUILDABLE = ("gemma3", "nanbeige", "qwen2", "qwen3", "qwen3vl")
+BUILDABLE = ("gemma3", "nanbeige", "qwen2", "qwen3", "qwen35", "qwen3vl")
 # Circuits written ahead of their contracts: each must name what it is waiting for.
 WAITING: dict[str, tuple[str, ...]] = {
-    "qwen35": (
-        "gated_delta_rule_fp32_token_sequential_state",
-        "op kind 'recurrent' ('linear_attn') has no GraphIR op yet",
-    ),
     "qwen3vl_vision": (
         "layer_norm_fp32_fp64_sum_ascending_bias",
         "gelu_fp32_tanh",
