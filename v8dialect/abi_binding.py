@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import (
+    DenseArrayBase,
     FloatAttr,
     IndexType,
     IntAttr,
@@ -92,6 +93,11 @@ def _dims_per_head(op: KernelOp) -> dict[str, Attribute]:
         n_dims = op.params.data["n_dims"]
         assert isinstance(n_dims, IntegerAttr)
         values["n_rot"] = IntegerAttr(n_dims.value.data, i64)
+    sections = op.params.data.get("sections")
+    if isinstance(sections, DenseArrayBase):
+        # a C99 compound literal: the section sizes live in the call itself
+        listed = ", ".join(str(int(v)) for v in sections.get_values())
+        values["sections"] = CExprAttr(StringAttr(f"(const int32_t[]){{{listed}}}"))
     return values
 
 

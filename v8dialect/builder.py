@@ -30,6 +30,7 @@ from typing import IO
 from xdsl.dialects.builtin import (
     ArrayAttr,
     BFloat16Type,
+    DenseArrayBase,
     DictionaryAttr,
     FileLineColLoc,
     Float16Type,
@@ -523,8 +524,7 @@ class FunctionBuilder:
         props["n_dims"] = IntegerAttr(rotary, 64)
         built = RopeOp.build(operands=[x, positions], result_types=[x.type], properties=props)
         if sections:
-            # The rope op has no sections property yet; the kernel's ABI takes them as a param.
-            built.attributes["sections"] = ArrayAttr([IntegerAttr(s, 64) for s in sections])
+            built.properties["sections"] = DenseArrayBase.from_list(i32, list(sections))
         return built
 
     def sections(self, op: OpTemplate) -> tuple[int, ...]:

@@ -18,6 +18,7 @@ from typing import ClassVar
 from xdsl.dialects.builtin import (
     I64,
     BFloat16Type,
+    DenseArrayBase,
     Float16Type,
     Float32Type,
     FloatAttr,
@@ -26,6 +27,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     StringAttr,
     TensorType,
+    i32,
 )
 from xdsl.ir import Attribute, Operation
 from xdsl.irdl import (
@@ -340,11 +342,13 @@ class RopeOp(GraphOp):
     out = result_def(TensorType)
     freq_base = prop_def(FloatAttr[Float32Type])
     n_dims = prop_def(IntegerAttr[I64])
+    # rotary pairs per position stream (multi-section RoPE); absent for one stream
+    sections = opt_prop_def(DenseArrayBase.constr(i32))
     contract = prop_def(OpContractAttr)
 
     assembly_format = (
         "$node $phase $x `,` $positions `base` $freq_base `dims` $n_dims "
-        "`contract` qualified($contract) " + _TAIL
+        "(`sections` $sections^)? `contract` qualified($contract) " + _TAIL
     )
 
     def verify_(self) -> None:
@@ -355,6 +359,14 @@ class RopeOp(GraphOp):
         n = self.n_dims.value.data
         if n < 2 or n > d or n % 2:
             raise VerifyException(f"rotary dims {n} must be even and within head dim {d}")
+        streams = pos[0] if len(pos) == 2 else 1
+        if (self.sections is not None) != (len(pos) == 2):
+            raise VerifyException("positions with several streams need `sections`, one stream none")
+        if self.sections is not None:
+            values = self.sections.get_values()
+            if len(values) != streams or any(v < 0 for v in values) or sum(values) <= 0:
+                raise VerifyException(f"sections {list(values)} must give each of the {streams} "
+                                      "position streams a count of rotary pairs, not all zero")
         if self.out.type != self.x.type:
             raise VerifyException("result type must equal x's")
         self.verify_contract_op()
