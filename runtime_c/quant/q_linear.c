@@ -42,6 +42,7 @@ typedef void (*ql_quant_fn)(const float *x, v8_block_q8_k *a, int64_t rows, int6
 #undef QL_FN
 #undef QL_VNNI
 #undef QL_TOK
+#undef QL_PF_BLOCKS
 #pragma GCC pop_options
 
 #pragma GCC push_options
@@ -52,6 +53,7 @@ typedef void (*ql_quant_fn)(const float *x, v8_block_q8_k *a, int64_t rows, int6
 #undef QL_FN
 #undef QL_VNNI
 #undef QL_TOK
+#undef QL_PF_BLOCKS
 #pragma GCC pop_options
 
 /* Scalar variant: the oracle's lane model itself. */
