@@ -89,12 +89,15 @@ DECODER_OPS = (
     "kv_store",
     "head_split",
     "sigmoid_gate",
+    "layer_norm",
+    "gelu",
+    "patch_merge",
 )
 
 OP_FIELDS: Mapping[str, tuple[str, ...]] = {
     "storage": ("fp32", "fp16", "bf16"),
     "compute": ("fp32",),
-    "reduction_kind": ("none", "sum_of_squares", "dot"),
+    "reduction_kind": ("none", "sum_of_squares", "dot", "mean_and_centered_sum_of_squares"),
     "reduction_accumulator": ("none", "fp32", "fp64"),
     "reduction_order": ("none", "ascending"),
     "elementwise": (
@@ -113,6 +116,10 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
         "split_heads_copy",
         "times_sigmoid_expf",
         "gated_delta_rule_state_update",
+        "center_scale_weight_bias",
+        "gelu_tanh",
+        "rotate_vision_sections",
+        "concat_rows_copy",
     ),
     "transcendentals": (
         "none",
@@ -144,6 +151,9 @@ ROUNDING_POINTS = (
     "fp32_state_update",
     "fp32_dot_each_product_and_sum",
     "fp32_gated_output",
+    "fp32_centered_value",
+    "fp32_variance",
+    "fp32_biased_value",
 )
 
 # ---- partitions ----------------------------------------------------------
@@ -245,4 +255,7 @@ OP_ROLES: Mapping[str, tuple[str, ...]] = {
     "kv_store": ("input", "cache", "output"),
     "head_split": ("input", "output"),
     "sigmoid_gate": ("input", "gate", "output"),
+    "layer_norm": ("input", "weight", "output"),
+    "gelu": ("input", "output"),
+    "patch_merge": ("input", "output"),
 }
