@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from v8dialect.abi_binding import BindingError, bind
+from v8dialect.abi_binding import BUFFER_ALIASES, BindingError, bind
 from v8dialect.contracts import load_registry
 from v8dialect.diagnostics import V8Error, data_error, op_error
 from v8dialect.jsondata import DataError
@@ -146,13 +146,21 @@ class FunctionPreparation:
         self.fn.attributes[CHECKS_ATTR] = ArrayAttr([CExprAttr(StringAttr(c)) for c in self.checks])
 
     def written_arguments(self) -> list[int]:
-        """Arguments a kernel updates in place (a KV cache), so the entry point takes them non-const."""
+        """Arguments a kernel updates in place, so the entry point takes them non-const: a KV
+        cache (the result of an in-place op) and any buffer the kernel map's ABI declares an
+        output besides the result (a recurrent layer's conv_state and ssm_state)."""
         found: set[int] = set()
         for op in self.fn.body.block.ops:
-            if isinstance(op, KernelOp):
-                out = op.buffer("out")
-                if isinstance(out, BlockArgument):
-                    found.add(out.index)
+            if not isinstance(op, KernelOp):
+                continue
+            written = {"out"}
+            kmap = self.maps.get(op.resolved.word("kernel"))
+            if kmap is not None:
+                written |= {BUFFER_ALIASES.get(a.name, a.name) for a in kmap.abi_args
+                            if a.role == "output"}
+            for role, value in zip(op.roles.data, op.buffers, strict=True):
+                if role.data in written and isinstance(value, BlockArgument):
+                    found.add(value.index)
         return sorted(found)
 
     def bind_outputs(self) -> int:
