@@ -401,3 +401,243 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> int:
 
 def max_abs(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+
+
+# ---- interleaved M-RoPE and the gated-DeltaNet hybrid (qwen3vl, qwen35) ----------------------
+#
+# Two more families: the Qwen3 block with interleaved multi-section RoPE over four position
+# streams, and Qwen3.5's hybrid of gated-DeltaNet layers and gated full attention.  Their
+# numpy decoders are written from the published architectures (HF Qwen3-VL text model and
+# Qwen3.5/Qwen3-Next: query-and-gate halves per head, sigmoid output gate, (1 + w) norms that
+# the GGUF converter has already folded, post_attention_norm before the MLP, a recurrent mixer
+# with in_proj_qkv/z/a/b and out_proj) and reuse the per-contract models by import:
+# test_imrope.imrope_model and test_gated_delta.gdn_model.
+
+from test_gated_delta import gdn_model  # noqa: E402
+from test_imrope import imrope_model  # noqa: E402
+
+# Qwen3.5 recurrent dims: 2 key heads of 32, 4 value heads of 64 (value head h reads key
+# head h % 2), causal convolution of width 4.
+SSM_HK, SSM_DK, SSM_HV, SSM_DV, SSM_KERNEL = 2, 32, 4, 64, 4
+SSM_CHANNELS = 2 * SSM_HK * SSM_DK + SSM_HV * SSM_DV
+
+
+@dataclass(frozen=True)
+class StreamFamily(Family):
+    """A family whose RoPE reads [4][T] positions (t, h, w, e) split by `sections`."""
+
+    rope_dims: int = D
+    sections: tuple[int, int, int, int] = (12, 10, 10, 0)
+    interval: int | None = None  # full_attention_interval; None: every layer is attention
+
+    def is_attention(self, layer: int) -> bool:
+        return self.interval is None or (layer + 1) % self.interval == 0
+
+
+STREAM_FAMILIES = {
+    # Qwen3-VL's own sections over 32 pairs (D = 64): sectors 30 and 31 fall to the e stream.
+    "qwen3vl": StreamFamily("qwen3vl", "qwen3vl", 2, 5e6, 1e-6, qk_norm=True),
+    # 3 recurrent : 1 attention, RoPE on half of each head (the rest copied), untied output.
+    "qwen35": StreamFamily("qwen35", "qwen35", 4, 1e7, 1e-6, qk_norm=True, tied=False,
+                           output_type="q6_k", rope_dims=D // 2, sections=(6, 5, 5, 0),
+                           interval=4),
+}
+
+
+def stream_positions(n_past: int, t: int) -> np.ndarray:
+    """[4][T] int32 positions.  The four streams differ on purpose (t = p, h and w a
+    raster-like walk, e a small offset), so a wrong stream for any pair changes the bits;
+    text-only tokens would give t = h = w and hide the interleave."""
+    p = np.arange(n_past, n_past + t, dtype=np.int64)
+    return np.stack([p, 3 + p // 4 * 2, 7 + p % 4 * 3, p % 2]).astype(np.int32)
+
+
+def stream_tensor_types(fam: StreamFamily, layer: int) -> dict[str, str]:
+    """Q4_K_M-like, with fp32 projections in layer 1, on the alpha rows and on qwen35's one
+    attention layer's K, so all three linear contracts occur in both families (and in both
+    layer kinds of qwen35); qwen3vl's logits are tied (fp32), qwen35's are Q6_K."""
+    types = {"ffn_gate": "q4_k", "ffn_up": "q4_k", "ffn_down": "q6_k"}
+    if fam.is_attention(layer):
+        types |= {"attn_q": "q4_k", "attn_k": "q4_k", "attn_v": "q6_k", "attn_output": "q4_k"}
+    else:
+        types |= {"attn_qkv": "q4_k", "attn_gate": "q6_k", "ssm_alpha": "f32",
+                  "ssm_beta": "q6_k", "ssm_out": "q4_k"}
+    if layer == 1:
+        types["ffn_up"] = "f32"
+        types["attn_k" if fam.is_attention(layer) else "attn_gate"] = "f32"
+    if fam.is_attention(layer) and fam.interval is not None:
+        types["attn_k"] = "f32"  # qwen35 has one attention layer: give it an fp32 linear too
+    return types
+
+
+def stream_weights(fam: StreamFamily, seed: int) -> dict[str, tuple[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+
+    def proj(n: int, k: int) -> np.ndarray:
+        rows = 10.0 ** rng.uniform(-0.5, 0.5, size=(n, 1))
+        return (rng.standard_normal((n, k)) * rows / np.sqrt(k)).astype(F32)
+
+    def norm(n: int) -> np.ndarray:
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(F32)
+
+    out: dict[str, tuple[str, np.ndarray]] = {
+        "token_embd.weight": ("f32", rng.standard_normal((VOCAB, E)).astype(F32)),
+        "output_norm.weight": ("f32", norm(E)),
+    }
+    if not fam.tied:
+        out["output.weight"] = (fam.output_type, proj(VOCAB, E))
+    gated = fam.interval is not None  # Qwen3.5's attention projects a query and a gate per head
+    for i in range(fam.layers):
+        p = f"blk.{i}."
+        types = stream_tensor_types(fam, i)
+        out[p + "attn_norm.weight"] = ("f32", norm(E))
+        out[p + ("post_attention_norm" if gated else "ffn_norm") + ".weight"] = ("f32", norm(E))
+        shapes = {"ffn_gate": (FFN, E), "ffn_up": (FFN, E), "ffn_down": (E, FFN)}
+        if fam.is_attention(i):
+            shapes |= {"attn_q": (H * D * (2 if gated else 1), E), "attn_k": (HKV * D, E),
+                       "attn_v": (HKV * D, E), "attn_output": (E, H * D)}
+            out[p + "attn_q_norm.weight"] = ("f32", norm(D))
+            out[p + "attn_k_norm.weight"] = ("f32", norm(D))
+        else:
+            inner = SSM_HV * SSM_DV
+            shapes |= {"attn_qkv": (SSM_CHANNELS, E), "attn_gate": (inner, E),
+                       "ssm_alpha": (SSM_HV, E), "ssm_beta": (SSM_HV, E),
+                       "ssm_out": (E, inner)}
+            out[p + "ssm_conv1d.weight"] = (
+                "f32", (0.5 * rng.standard_normal((SSM_CHANNELS, SSM_KERNEL))).astype(F32))
+            # GGUF stores A = -exp(A_log); the decay exp(softplus(.) * A) stays in (0, 1)
+            out[p + "ssm_a"] = ("f32", (-np.exp(rng.standard_normal(SSM_HV))).astype(F32))
+            out[p + "ssm_dt.bias"] = ("f32", rng.standard_normal(SSM_HV).astype(F32))
+            out[p + "ssm_norm.weight"] = ("f32", norm(SSM_DV))
+        for stem, (n, k) in shapes.items():
+            out[p + stem + ".weight"] = (types[stem], proj(n, k))
+    return out
+
+
+def write_stream_gguf(fam: StreamFamily, path: Path, seed: int = 0) -> Path:
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), fam.arch)
+    a = fam.arch
+    ints = {"block_count": fam.layers, "context_length": 4096, "embedding_length": E,
+            "feed_forward_length": FFN, "attention.head_count": H,
+            "attention.head_count_kv": HKV, "attention.key_length": D,
+            "attention.value_length": D, "vocab_size": VOCAB,
+            "rope.dimension_count": fam.rope_dims}
+    if fam.interval is not None:
+        ints |= {"full_attention_interval": fam.interval, "ssm.conv_kernel": SSM_KERNEL,
+                 "ssm.state_size": SSM_DK, "ssm.group_count": SSM_HK,
+                 "ssm.time_step_rank": SSM_HV, "ssm.inner_size": SSM_HV * SSM_DV}
+    for key, value in ints.items():
+        writer.add_uint32(f"{a}.{key}", value)
+    writer.add_float32(f"{a}.attention.layer_norm_rms_epsilon", fam.eps)
+    writer.add_float32(f"{a}.rope.freq_base", fam.rope_base)
+    writer.add_array(f"{a}.rope.dimension_sections", list(fam.sections))
+    qtypes = {"q4_k": gguf.GGMLQuantizationType.Q4_K, "q6_k": gguf.GGMLQuantizationType.Q6_K}
+    for name, (kind, values) in stream_weights(fam, seed).items():
+        if kind == "f32":
+            writer.add_tensor(name, values)
+        else:
+            writer.add_tensor(name, ggml_quantize(kind, values), raw_dtype=qtypes[kind])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+class StreamRunner(ProgramRunner):
+    """ProgramRunner with [4][T] positions and, for recurrent layers, fp32 conv/ssm states
+    kept across phases like the KV caches (the program updates them in place)."""
+
+    def reset(self) -> None:
+        super().reset()
+        sig = self.program.phases["decode"]
+        self.states = {b.name: np.zeros(b.shape, F32) for b in sig.inputs
+                       if b.name.endswith(("conv_state", "ssm_state"))}
+
+    def run(self, phase: str, tokens: np.ndarray, n_past: int, workers: int) -> np.ndarray:
+        t = len(tokens)
+        (logits,) = self.program.run(
+            phase, n_past=n_past, workers=workers, tokens=np.asarray(tokens, np.int32),
+            positions=stream_positions(n_past, t), **self.caches, **self.states,
+            **self.weights[phase])
+        return logits
+
+
+class StreamDecoder(NumpyDecoder):
+    """Numpy Qwen3-VL text decoder / Qwen3.5 hybrid decoder under the circuits' contracts,
+    with its own fp16 KV caches (attention layers) and fp32 conv/ssm states (recurrent)."""
+
+    fam: StreamFamily
+
+    def reset(self) -> None:
+        super().reset()
+        self.conv = {i: np.zeros((SSM_CHANNELS, SSM_KERNEL - 1), F32)
+                     for i in range(self.fam.layers) if not self.fam.is_attention(i)}
+        self.ssm = {i: np.zeros((SSM_HV, SSM_DV, SSM_DK), F32)
+                    for i in range(self.fam.layers) if not self.fam.is_attention(i)}
+
+    def rope(self, x: np.ndarray, pos4: np.ndarray) -> np.ndarray:
+        fam = self.fam
+        return imrope_model(x, pos4, fam.rope_dims, fam.rope_base, fam.sections)
+
+    def attention_layer(self, i: int, h: np.ndarray, pos4: np.ndarray, n_past: int,
+                        phase: str, workers: int, single: bool) -> np.ndarray:
+        p, t = f"blk.{i}.", h.shape[0]
+        gated = self.fam.interval is not None
+        q = self.linear(p + "attn_q.weight", h)
+        gate = None
+        if gated:
+            # Qwen3.5: each head's projection is [query | gate] (torch.chunk on the head dim)
+            qg = q.reshape(t, H, 2 * D)
+            q, gate = np.ascontiguousarray(qg[..., :D]), np.ascontiguousarray(qg[..., D:])
+        q = q.reshape(t, H, D)
+        k = self.linear(p + "attn_k.weight", h).reshape(t, HKV, D)
+        v = self.linear(p + "attn_v.weight", h).reshape(t, HKV, D)
+        q = self.rope(self.norm(p + "attn_q_norm.weight", q), pos4)
+        k = self.rope(self.norm(p + "attn_k_norm.weight", k), pos4)
+        self.k[i][:, n_past:n_past + t] = k.transpose(1, 0, 2).astype(np.float16).view(np.uint16)
+        self.v[i][:, n_past:n_past + t] = v.transpose(1, 0, 2).astype(np.float16).view(np.uint16)
+        att = self.attention(i, q, n_past, phase, workers, single)
+        if gate is not None:
+            # sigmoid_gate_fp32_expf: x * (1 / (1 + expf(-g))), every step rounded to fp32
+            att = (att * (F32(1.0) / (F32(1.0) + OPS._libm_map("expf", -gate)))).astype(F32)
+        return self.linear(p + "attn_output.weight", att.reshape(t, H * D))
+
+    def recurrent_layer(self, i: int, h: np.ndarray) -> np.ndarray:
+        p = f"blk.{i}."
+        inputs = {
+            "hk": SSM_HK, "dk": SSM_DK, "hv": SSM_HV, "dv": SSM_DV, "eps": self.fam.eps,
+            "qkv": self.linear(p + "attn_qkv.weight", h),
+            "z": self.linear(p + "attn_gate.weight", h),
+            "alpha": self.linear(p + "ssm_alpha.weight", h),
+            "beta": self.linear(p + "ssm_beta.weight", h),
+            "conv_w": self.w[p + "ssm_conv1d.weight"][1], "ssm_a": self.w[p + "ssm_a"][1],
+            "dt_bias": self.w[p + "ssm_dt.bias"][1], "norm_w": self.w[p + "ssm_norm.weight"][1],
+            "conv_state": self.conv[i], "ssm_state": self.ssm[i],
+        }
+        y, self.conv[i], self.ssm[i] = gdn_model(inputs)
+        return self.linear(p + "ssm_out.weight", y)
+
+    def forward(self, tokens: np.ndarray, n_past: int, phase: str, workers: int = 1,
+                decode_single_range: bool = False) -> np.ndarray:
+        fam = self.fam
+        pos4 = stream_positions(n_past, len(tokens))
+        x = OPS.embedding(self.table, tokens)
+        mlp_norm = "post_attention_norm" if fam.interval is not None else "ffn_norm"
+        for i in range(fam.layers):
+            p = f"blk.{i}."
+            h = self.norm(p + "attn_norm.weight", x)
+            if fam.is_attention(i):
+                o = self.attention_layer(i, h, pos4, n_past, phase, workers,
+                                         decode_single_range)
+            else:
+                o = self.recurrent_layer(i, h)
+            x = OPS.residual_add(o, x)
+            h2 = self.norm(p + mlp_norm + ".weight", x)
+            act = OPS.swiglu(self.linear(p + "ffn_gate.weight", h2),
+                             self.linear(p + "ffn_up.weight", h2))
+            x = OPS.residual_add(self.linear(p + "ffn_down.weight", act), x)
+        final = self.norm("output_norm.weight", x)
+        return self.linear("token_embd.weight" if fam.tied else "output.weight", final)
