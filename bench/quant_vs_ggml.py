@@ -1,16 +1,22 @@
 """Quantized linear: ours vs ggml mul_mat in one process (not run in CI).
 
-For each case the same Q4_K weight bytes (ggml_quantize_chunk) and the same
-f32 activation go through ggml's mul_mat graph and through our production /
-threadpool entry points; reports median wall time of repeated runs, the ratio
-ours/ggml (target <= 1.0), weight-streaming GB/s, and a bit-exact check.
+For each case the same Q4_K / Q6_K weight bytes (ggml_quantize_chunk) and the
+same f32 activation go through ggml's mul_mat graph and through our
+production / threadpool entry points, at the same thread count.  The two are
+run alternately (which goes first alternates too) so load on a shared host
+hits both alike; reports median and minimum wall time of the repeats, the
+ratio ours/ggml of the medians (target <= 1.0) and of the minima, weight-
+streaming GB/s (from the medians), a bit-exact check, and the 1-minute load
+average around each case (a host with load above its core count measures
+contention more than kernels; the minima are then the steadier figures).
 
-    python bench/quant_vs_ggml.py [--repeats 30]
+    python bench/quant_vs_ggml.py [--repeats 60] [--threads 1,2]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -23,38 +29,46 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "test" / "runtim
 from ql_support import QL, GgmlLinear, bitexact, import_ggml, make_activation, make_weights  # noqa: E402
 
 CASES = [("q4_k", 4096, 4096, 1), ("q4_k", 151936, 1024, 1), ("q4_k", 4096, 4096, 32),
-         ("q6_k", 4096, 4096, 1)]
+         ("q6_k", 4096, 4096, 1), ("q6_k", 4096, 4096, 32)]
 
 
-def paired_median_ms(a: Callable[[], object], b: Callable[[], object],
-                     repeats: int) -> tuple[float, float]:
-    """Median times of a and b, run alternately so load on a shared host hits both alike."""
-    a()
-    b()
-    ta, tb = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+def paired_times(a: Callable[[], object], b: Callable[[], object],
+                 repeats: int) -> tuple[list[float], list[float]]:
+    """Wall times (s) of a and b, run alternately, each pair in alternating order."""
+    for _ in range(2):
         a()
-        t1 = time.perf_counter()
         b()
+    ta, tb = [], []
+    for i in range(repeats):
+        first, second = (a, b) if i % 2 == 0 else (b, a)
+        t0 = time.perf_counter()
+        first()
+        t1 = time.perf_counter()
+        second()
         t2 = time.perf_counter()
-        ta.append(t1 - t0)
-        tb.append(t2 - t1)
-    return statistics.median(ta) * 1e3, statistics.median(tb) * 1e3
+        (ta if i % 2 == 0 else tb).append(t1 - t0)
+        (tb if i % 2 == 0 else ta).append(t2 - t1)
+    return ta, tb
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=60)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--cases", default="", help="comma-separated case indices (default: all)")
     args = ap.parse_args()
+    threads_list = [int(t) for t in args.threads.split(",")]
+    cases = CASES if not args.cases else [CASES[int(i)] for i in args.cases.split(",")]
     ggml = import_ggml()
     if ggml is None:
         print("ggml-python not importable; nothing to compare against")
         return 1
     ql = QL()
-    print(f"{'case':<28}{'thr':>4}{'ggml ms':>10}{'ours ms':>10}{'ratio':>8}"
-          f"{'ggml GB/s':>11}{'ours GB/s':>11}  bitexact")
-    for fmt, n, k, m in CASES:
+    print(f"cores {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}")
+    print(f"{'case':<28}{'thr':>4}{'ggml ms':>10}{'ours ms':>10}{'ratio':>7}"
+          f"{'ggml min':>10}{'ours min':>10}{'ratio':>7}"
+          f"{'ggml GB/s':>10}{'ours GB/s':>10}  bitexact  load")
+    for fmt, n, k, m in cases:
         w = make_weights(n, k, 1)
         runner = GgmlLinear(ggml, fmt, n, k, m)
         wq = runner.quantize(w)
@@ -73,7 +87,7 @@ def main() -> int:
         dims = (n, k) if gemv else (m, n, k)
         serial = getattr(ql.lib, name)
         pooled = getattr(ql.lib, name + "_parallel_dispatch")
-        for threads in (1, 2):
+        for threads in threads_list:
             pool = ql.pool(threads)
             if threads == 1:
                 def ours(serial=serial) -> object:
@@ -81,15 +95,21 @@ def main() -> int:
             else:
                 def ours(pooled=pooled, pool=pool) -> object:
                     return pooled(pool, sel, py, pw, px, ql.ffi.NULL, *dims, ps, nbytes)
-            t_g, t_o = paired_median_ms(lambda threads=threads: runner.compute(threads), ours,
-                                        args.repeats)
+            load0 = os.getloadavg()[0]
+            tg, to = paired_times(lambda threads=threads: runner.compute(threads), ours,
+                                  args.repeats)
+            load1 = os.getloadavg()[0]
+            t_g, t_o = statistics.median(tg) * 1e3, statistics.median(to) * 1e3
+            n_g, n_o = min(tg) * 1e3, min(to) * 1e3
             assert ours() == 0
             y_g = runner.output()
             same, total = bitexact(y.reshape(m, n), y_g)
             gb = wq.nbytes / 1e9
             label = f"{fmt} {'GEMV' if gemv else f'GEMM M={m}'} {n}x{k}"
-            print(f"{label:<28}{threads:>4}{t_g:>10.3f}{t_o:>10.3f}{t_o / t_g:>8.2f}"
-                  f"{gb / (t_g / 1e3):>11.1f}{gb / (t_o / 1e3):>11.1f}  {same}/{total}")
+            print(f"{label:<28}{threads:>4}{t_g:>10.3f}{t_o:>10.3f}{t_o / t_g:>7.2f}"
+                  f"{n_g:>10.3f}{n_o:>10.3f}{n_o / n_g:>7.2f}"
+                  f"{gb / (t_g / 1e3):>10.1f}{gb / (t_o / 1e3):>10.1f}  {same}/{total}"
+                  f"  {load0:.1f}-{load1:.1f}", flush=True)
         runner.close()
     ql.close()
     return 0

@@ -227,10 +227,14 @@ static v8_status ql_linear(v8_threadpool *pool, int use_ref, ql_format fmt, int 
         ql_run_serial(&j);
         return V8_OK;
     }
-    /* quantize each token's activation row as its own task (independent rows) */
+    /* Quantize each token's activation row as its own task (independent
+     * rows).  The vectorized quantizer does ~4 elements per ns, so below
+     * QL_QUANT_SERIAL elements one more pool round trip (a wake-up and a
+     * completion wait) costs more than it saves: quantize on the caller. */
     ql_quant_job qj = {&j.im, x, (v8_block_q8_k *)scratch, k, j.nb};
-    if (m == 1) {
-        j.im.quant(x, (v8_block_q8_k *)scratch, 1, k, j.im.q4k_order);
+    const int64_t QL_QUANT_SERIAL = (int64_t)1 << 18;
+    if (m == 1 || (j.im.quant != ql_quant_scalar && m * k <= QL_QUANT_SERIAL)) {
+        j.im.quant(x, (v8_block_q8_k *)scratch, m, k, j.im.q4k_order);
     } else {
         st = v8_parallel_for(pool, m, ql_quant_task, &qj);
         V8_REQUIRE(st == V8_OK, st);
