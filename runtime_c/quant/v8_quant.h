@@ -22,7 +22,10 @@
  *
  * API discipline: the contract selector comes first; every size and pointer
  * is checked before the first write; the activation is quantized to Q8_K into
- * caller-provided scratch (size from the *_scratch_bytes functions). */
+ * caller-provided scratch (size from the *_scratch_bytes functions).  The
+ * scratch contents are not part of the API: a production variant may store
+ * the Q8_K blocks in an arrangement of its own (the AVX-512 Q4_K kernels
+ * reorder each block's 32-byte chunks and keep derived sums there). */
 #ifndef V8_QUANT_H
 #define V8_QUANT_H
 
