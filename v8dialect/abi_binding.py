@@ -142,6 +142,15 @@ def _dims_recurrent(op: KernelOp) -> dict[str, Attribute]:
             "eps": _param_float(op, "eps")}
 
 
+def _dims_elementwise(op: KernelOp) -> dict[str, Attribute]:
+    return {"n": IntegerAttr(_product(shape_of(op.buffer("x"))), i64)}
+
+
+def _dims_patch_merge(op: KernelOp) -> dict[str, Attribute]:
+    t, e = shape_of(op.buffer("x"))
+    return {"n_tokens": IntegerAttr(t, i64), "dim": IntegerAttr(e, i64)}
+
+
 DIMENSIONS: Mapping[str, Callable[[KernelOp], dict[str, Attribute]]] = {
     "attention": _dims_attention,
     "linear": _dims_projection,
@@ -154,6 +163,9 @@ DIMENSIONS: Mapping[str, Callable[[KernelOp], dict[str, Attribute]]] = {
     "head_split": _dims_head_split,
     "sigmoid_gate": _dims_sigmoid_gate,
     "recurrent": _dims_recurrent,
+    "layer_norm": _dims_rmsnorm,
+    "gelu": _dims_elementwise,
+    "patch_merge": _dims_patch_merge,
 }
 
 

@@ -77,10 +77,13 @@ from v8dialect.ops import (
     AttentionOp,
     EmbeddingOp,
     GeGLUOp,
+    GeluOp,
     HeadSplitOp,
     KVStoreOp,
+    LayerNormOp,
     LinearOp,
     LogitsOp,
+    PatchMergeOp,
     QKNormOp,
     RecurrentOp,
     ReshapeOp,
@@ -563,10 +566,10 @@ class FunctionBuilder:
         k_cache = self.arg(f"{prefix}k_cache", cache_type)
         v_cache = self.arg(f"{prefix}v_cache", cache_type)
         props = self.properties(op, layer)  # first: an unmatched requirement is the error
-        if self.circuit.kind == "decoder":
-            # The new K/V rows enter the cache at [n_past, n_past + T) before attention reads it.
-            k_cache = self.store(op, layer, "k", k, k_cache, kv_dtype)
-            v_cache = self.store(op, layer, "v", v, v_cache, kv_dtype)
+        # The new K/V rows enter the cache at [n_past, n_past + T) before attention reads it
+        # (an encoder's cache holds exactly its T rows, so it runs with n_past = 0).
+        k_cache = self.store(op, layer, "k", k, k_cache, kv_dtype)
+        v_cache = self.store(op, layer, "v", v, v_cache, kv_dtype)
         props["mask"] = MaskAttr(Mask(op.mask))
         props["scale"] = FloatAttr(1.0 / math.sqrt(self.number(op.scale[1], op)), Float32Type())
         return AttentionOp.build(
@@ -718,6 +721,37 @@ class FunctionBuilder:
         self.used_tensors.add(name)
         return self.arg(name, tensor_of(info.shape, Float32Type()), name)
 
+    def emit_layer_norm(
+        self, op: OpTemplate, inputs: list[SSAValue], layer: int | None
+    ) -> Operation:
+        (x,) = inputs
+        assert op.eps is not None
+        width = dims_of(x)[-1]
+        w = self.weight(op, self.stem(op), layer, (width,))
+        if self.weight_dtype(w) != "f32":
+            raise self.conflict(op, f"'{op.node}' needs an f32 weight, got {self.weight_dtype(w)}")
+        bias = self.bias(op, layer, width)
+        props = self.properties(op, layer)
+        props["eps"] = FloatAttr(float(self.number(op.eps, op)), Float32Type())
+        return LayerNormOp.build(operands=[x, w, bias], result_types=[x.type], properties=props)
+
+    def emit_gelu(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
+        (x,) = inputs
+        return GeluOp.build(operands=[x], result_types=[x.type], properties=self.properties(op, layer))
+
+    def emit_patch_merge(
+        self, op: OpTemplate, inputs: list[SSAValue], layer: int | None
+    ) -> Operation:
+        (x,) = inputs
+        tokens, width = dims_of(x)
+        window = PatchMergeOp.WINDOW
+        if tokens % window:
+            raise self.conflict(
+                op, f"{tokens} patches do not form 2x2 merge windows (a multiple of {window})"
+            )
+        out = tensor_of((tokens // window, width * window), Float32Type())
+        return PatchMergeOp.build(operands=[x], result_types=[out], properties=self.properties(op, layer))
+
     # -- the function --------------------------------------------------------------------
 
     def build(self, name: str) -> FuncOp:
@@ -779,6 +813,9 @@ EMITTERS = {
     "sigmoid_gate": FunctionBuilder.emit_binary,
     "head_split": FunctionBuilder.emit_head_split,
     "recurrent": FunctionBuilder.emit_recurrent,
+    "layer_norm": FunctionBuilder.emit_layer_norm,
+    "gelu": FunctionBuilder.emit_gelu,
+    "patch_merge": FunctionBuilder.emit_patch_merge,
 }
 
 

@@ -40,7 +40,7 @@ SCALE_KINDS = ("sqrt",)
 # Op kinds a circuit may declare before the IR or the registries can express
 # them: validation reports each as a gap (never a vocabulary error), so the
 # circuit can be written down completely today.
-PLANNED_OPS = ("layer_norm", "gelu", "patch_merge")
+PLANNED_OPS: tuple[str, ...] = ()
 # Kinds with a contract family but no GraphIR op yet.
 NO_GRAPH_OP: tuple[str, ...] = ()
 CIRCUIT_OPS = (*vocab.KERNEL_OPS, "reshape", *PLANNED_OPS)
@@ -81,6 +81,9 @@ OP_FIELDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "recurrent": (("node", "tensors", "eps", "contracts"), ()),
     "head_split": (("node", "part", "parts", "contracts"), ()),
     "sigmoid_gate": (("node", "contracts"), ()),
+    "layer_norm": (("node", "weight", "bias", "eps", "contracts"), ()),
+    "gelu": (("node", "contracts"), ()),
+    "patch_merge": (("node", "contracts"), ()),
     **{
         kind: (("node", "contracts"), ("weight", "bias", "eps", "tensors", "part", "parts"))
         for kind in PLANNED_OPS
@@ -101,6 +104,9 @@ ARITY: Mapping[str, int] = {
     "head_split": 1,
     "sigmoid_gate": 2,
     "recurrent": 4,  # qkv, z, alpha, beta
+    "layer_norm": 1,
+    "gelu": 1,
+    "patch_merge": 1,
 }
 NODE_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 TENSOR_PATTERN = re.compile(r"^[a-z][a-z0-9_.]*$")

@@ -636,6 +636,100 @@ class RecurrentOp(GraphOp):
         return shape(self.qkv.type)[0]
 
 
+# ---- vision encoder: layer norm, GELU, patch merge --------------------------------
+
+
+@irdl_op_definition
+class LayerNormOp(GraphOp):
+    """Layer norm over the last dim of x [T, E]: centred, scaled, times weight [E] plus bias [E]."""
+
+    name = "v8.layer_norm"
+    KERNEL_OP: ClassVar[str] = "layer_norm"
+
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    bias = operand_def(TensorType)
+    out = result_def(TensorType)
+    eps = prop_def(FloatAttr[Float32Type])
+    contract = prop_def(OpContractAttr)
+
+    assembly_format = (
+        "$node $phase $x `,` $w `bias` $bias `eps` $eps `contract` qualified($contract) " + _TAIL
+    )
+
+    def verify_(self) -> None:
+        x_shape = shape(tensor(self.x.type, "x", 2))
+        for what, value in (("weight", self.w), ("bias", self.bias)):
+            if shape(tensor(value.type, what, 1)) != (x_shape[-1],):
+                raise VerifyException(f"{what} must have {x_shape[-1]} elements (the normalized dim)")
+        if self.out.type != self.x.type:
+            raise VerifyException("result type must equal x's")
+        self.verify_contract_op()
+
+    def dtypes(self) -> Mapping[str, str]:
+        return {"input": element(self.x.type), "weight": element(self.w.type),
+                "output": element(self.out.type)}
+
+    def layout(self) -> Mapping[str, str]:
+        return {"input": "contiguous", "weight": "contiguous", "output": "contiguous"}
+
+
+@irdl_op_definition
+class GeluOp(GraphOp):
+    """gelu(x), elementwise."""
+
+    name = "v8.gelu"
+    KERNEL_OP: ClassVar[str] = "gelu"
+
+    x = operand_def(TensorType)
+    out = result_def(TensorType)
+    contract = prop_def(OpContractAttr)
+
+    assembly_format = "$node $phase $x `contract` qualified($contract) " + _TAIL
+
+    def verify_(self) -> None:
+        if not isinstance(self.x.type, TensorType) or self.out.type != self.x.type:
+            raise VerifyException(f"result type must equal x's, got {self.x.type} -> {self.out.type}")
+        self.verify_contract_op()
+
+    def dtypes(self) -> Mapping[str, str]:
+        return {"input": element(self.x.type), "output": element(self.out.type)}
+
+    def layout(self) -> Mapping[str, str]:
+        return {"input": "contiguous", "output": "contiguous"}
+
+
+@irdl_op_definition
+class PatchMergeOp(GraphOp):
+    """Each 2x2 merge window's four consecutive patch rows side by side: x [T, E] -> [T/4, 4E]."""
+
+    name = "v8.patch_merge"
+    KERNEL_OP: ClassVar[str] = "patch_merge"
+    WINDOW: ClassVar[int] = 4  # patches per 2x2 window
+
+    x = operand_def(TensorType)
+    out = result_def(TensorType)
+    contract = prop_def(OpContractAttr)
+
+    assembly_format = "$node $phase $x `contract` qualified($contract) " + _TAIL
+
+    def verify_(self) -> None:
+        t, e = shape(tensor(self.x.type, "x", 2))
+        if t % self.WINDOW:
+            raise VerifyException(f"{t} patches do not form 2x2 windows (a multiple of 4)")
+        if shape(tensor(self.out.type, "result", 2)) != (t // self.WINDOW, e * self.WINDOW):
+            raise VerifyException(f"result must be {t // self.WINDOW}x{e * self.WINDOW}")
+        if element(self.out.type) != element(self.x.type):
+            raise VerifyException("patch_merge keeps the element type")
+        self.verify_contract_op()
+
+    def dtypes(self) -> Mapping[str, str]:
+        return {"input": element(self.x.type), "output": element(self.out.type)}
+
+    def layout(self) -> Mapping[str, str]:
+        return {"input": "contiguous", "output": "contiguous"}
+
+
 # ---- views -----------------------------------------------------------------------
 
 
@@ -685,4 +779,7 @@ GRAPH_OPS: list[type[Operation]] = [
     HeadSplitOp,
     SigmoidGateOp,
     RecurrentOp,
+    LayerNormOp,
+    GeluOp,
+    PatchMergeOp,
 ]
