@@ -641,3 +641,27 @@ class StreamDecoder(NumpyDecoder):
             x = OPS.residual_add(self.linear(p + "ffn_down.weight", act), x)
         final = self.norm("output_norm.weight", x)
         return self.linear("token_embd.weight" if fam.tied else "output.weight", final)
+
+
+# Shared by test modules that must not import another test module or `conftest` by name
+# (pytest sees several conftest.py files; which one the name `conftest` resolves to depends
+# on collection order).
+
+
+def ggml_missing() -> str | None:
+    """Why real K-quant bytes cannot be produced here, or None."""
+    try:
+        import ggml  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - any import failure: no ggml_quantize_chunk
+        return f"ggml-python (ggml_quantize_chunk) not importable: {exc}"
+    return None
+
+
+def contract_ids(module_text: str) -> str:
+    import re
+
+    return "+".join(sorted(set(re.findall(r'contract #v8\.\w+<"([a-z0-9_]+)"', module_text))))
+
+
+def tokens(seed: int, n: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, VOCAB, n).astype(np.int32)

@@ -27,9 +27,16 @@ from typing import Any
 import e2e_support as S
 import numpy as np
 import pytest
-from conftest import _backend_missing
-from e2e_support import DECODE_STEPS, PREFILL_TOKENS, VOCAB, max_abs, same_bits
-from test_stitched_parity import contract_ids, tokens
+from e2e_support import (
+    DECODE_STEPS,
+    PREFILL_TOKENS,
+    VOCAB,
+    contract_ids,
+    ggml_missing,
+    max_abs,
+    same_bits,
+    tokens,
+)
 
 from v8dialect.evidence import Rung
 
@@ -73,7 +80,7 @@ class StreamCases:
 @pytest.fixture(scope="module")
 def stream_cases(tmp_path_factory: pytest.TempPathFactory,
                  evidence_session: Any) -> Iterator[StreamCases]:
-    missing = _backend_missing()
+    missing = ggml_missing()
     if missing is not None:
         evidence_session(missing)
         pytest.fail(f"unresolved: {missing}")
