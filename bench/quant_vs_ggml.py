@@ -56,6 +56,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=60)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--cases", default="", help="comma-separated case indices (default: all)")
+    ap.add_argument("--cpu-mask", type=lambda v: int(v, 0), default=0xFFFFFFFF,
+                    help="v8_cpu_restrict mask for our kernels, e.g. 0x7 = AVX2 path "
+                         "(ggml keeps its own dispatch)")
     args = ap.parse_args()
     threads_list = [int(t) for t in args.threads.split(",")]
     cases = CASES if not args.cases else [CASES[int(i)] for i in args.cases.split(",")]
@@ -64,7 +67,10 @@ def main() -> int:
         print("ggml-python not importable; nothing to compare against")
         return 1
     ql = QL()
-    print(f"cores {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}")
+    ql.lib.v8_cpu_restrict(args.cpu_mask)
+    isa = {0: "scalar", 1: "avx2", 2: "avx512"}[ql.lib.v8_cpu_best_isa()]
+    vnni = "+vnni" if ql.lib.v8_cpu_features() & (1 << 7) else ""
+    print(f"cores {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}, ours: {isa}{vnni}")
     print(f"{'case':<28}{'thr':>4}{'ggml ms':>10}{'ours ms':>10}{'ratio':>7}"
           f"{'ggml min':>10}{'ours min':>10}{'ratio':>7}"
           f"{'ggml GB/s':>10}{'ours GB/s':>10}  bitexact  load")
