@@ -47,7 +47,11 @@ enum {
     V8_GEGLU_FP32_TANH = 0x702,
     V8_SIGMOID_GATE_FP32_EXPF = 0x703,
     V8_HEAD_SPLIT_EXACT_COPY = 0x901,
-    V8_GATED_DELTA_RULE_FP32_TOKEN_SEQUENTIAL_STATE = 0xA01
+    V8_GATED_DELTA_RULE_FP32_TOKEN_SEQUENTIAL_STATE = 0xA01,
+    V8_LAYER_NORM_FP32_FP64_SUM_ASCENDING_BIAS = 0x102,
+    V8_GELU_FP32_TANH = 0x704,
+    V8_VISION_ROPE_FP32_ITERATIVE_THETA_2D_SECTIONS = 0x313,
+    V8_PATCH_MERGE_2X2_EXACT_COPY = 0x902
 };
 
 /* ---- RMSNorm: provider rmsnorm_fp32 -----------------------------------------
@@ -274,6 +278,65 @@ v8_status v8_gated_delta_net_f32_parallel_dispatch(
     const float *dt_bias, const float *norm_w, float *conv_state, float *ssm_state,
     int64_t n_tokens, int64_t n_k_heads, int64_t n_v_heads, int64_t head_k_dim,
     int64_t head_v_dim, int64_t conv_kernel, float eps);
+
+/* ---- vision encoder (ops/vision.c) -------------------------------------------
+ * layer_norm_fp32, contract layer_norm_fp32_fp64_sum_ascending_bias, per row r
+ * of x[n_rows][n], ggml's norm then mul and add:
+ *   s = sum of (double)x[i] ascending;  mean = (float)s / (float)n
+ *   q = sum of (double)((x[i]-mean)*(x[i]-mean)) ascending (square in fp32)
+ *   var = (float)(q / n) (fp64 divide);  scale = 1.0f / sqrtf(var + eps)
+ *   y[i] = (((x[i] - mean) * scale) * w[i]) + b[i]          (each step fp32)
+ * y may alias x exactly.  Rows are independent. */
+v8_status v8_layer_norm_f32_ref(int contract, float *y, const float *x, const float *w,
+                                const float *bias, int64_t n_rows, int64_t n, float eps);
+v8_status v8_layer_norm_f32(int contract, float *y, const float *x, const float *w,
+                            const float *bias, int64_t n_rows, int64_t n, float eps);
+v8_status v8_layer_norm_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                              const float *x, const float *w, const float *bias,
+                                              int64_t n_rows, int64_t n, float eps);
+
+/* gelu_fp32, contract gelu_fp32_tanh: y = (0.5f*x) * (1.0f + tanhf((C*x) *
+ * (1.0f + (A*x)*x))) with the GeGLU constants above, in this order.  y may
+ * alias x exactly.  Elements are independent. */
+v8_status v8_gelu_f32_ref(int contract, float *y, const float *x, int64_t n);
+v8_status v8_gelu_f32(int contract, float *y, const float *x, int64_t n);
+v8_status v8_gelu_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                        const float *x, int64_t n);
+
+/* vision_rope_fp32, contract vision_rope_fp32_iterative_theta_2d_sections:
+ * ggml's rope_multi in GGML_ROPE_TYPE_VISION mode.  Every dim rotates
+ * (n_rot == head_dim; ggml's n_dims is head_dim/2); pair i < head_dim/2 is
+ * (i, i + head_dim/2); theta_scale = powf(freq_base, -2.0f/(float)(head_dim/2)).
+ * pos[4][n_tokens] holds streams t, h, w, e; sections[4] >= 0 with sum S,
+ * 0 < S <= head_dim.  sector = i % S; before pair i, theta_t restarts at
+ * (float)pos_t if sector == 0, else theta_h if sector == s0, else theta_w if
+ * sector == s0+s1, else theta_e if sector == s0+s1+s2; the pair uses t below
+ * s0, h below s0+s1, w below s0+s1+s2, else e; after it all four thetas are
+ * multiplied by theta_scale.  Rotation as neox (each product rounded).
+ * y must not alias x partially.  Tokens are independent. */
+#define V8_VISION_ROPE_MAX_HEAD_DIM 1024
+v8_status v8_vision_rope_f32_ref(int contract, float *y, const float *x, const int32_t *pos,
+                                 int64_t n_tokens, int64_t n_head, int64_t head_dim,
+                                 int64_t n_rot, float freq_base, const int32_t *sections);
+v8_status v8_vision_rope_f32(int contract, float *y, const float *x, const int32_t *pos,
+                             int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                             float freq_base, const int32_t *sections);
+v8_status v8_vision_rope_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                               const float *x, const int32_t *pos,
+                                               int64_t n_tokens, int64_t n_head,
+                                               int64_t head_dim, int64_t n_rot, float freq_base,
+                                               const int32_t *sections);
+
+/* patch_merge_fp32, contract patch_merge_2x2_exact_copy: x [n_tokens][dim]
+ * (n_tokens a multiple of 4, the four patches of each 2x2 window
+ * consecutive) -> y [n_tokens/4][4*dim], y[j][k*dim + e] = x[4j + k][e].
+ * y must not overlap x.  Merged rows are independent. */
+v8_status v8_patch_merge_f32_ref(int contract, float *y, const float *x, int64_t n_tokens,
+                                 int64_t dim);
+v8_status v8_patch_merge_f32(int contract, float *y, const float *x, int64_t n_tokens,
+                             int64_t dim);
+v8_status v8_patch_merge_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                               const float *x, int64_t n_tokens, int64_t dim);
 
 #ifdef __cplusplus
 }

@@ -13,7 +13,8 @@ from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, bu
 from v8dialect.paths import runtime_c_dir
 
 OPS_SOURCES = ("ops/norm.c", "ops/rope.c", "ops/embedding.c", "ops/linear.c",
-               "ops/elementwise.c", "ops/kv_store.c", "ops/gated_delta.c")
+               "ops/elementwise.c", "ops/kv_store.c", "ops/gated_delta.c",
+               "ops/vision.c")
 WORKERS = (1, 2, 3, 4, 8)
 
 
