@@ -326,11 +326,13 @@ def test_layer_norm_and_gelu_vs_ggml_recorded(ops: ModuleType,
             return ggml.ggml_gelu(ctx, gu.from_numpy(i["x"], ctx))
         ge.append(models.compare(run(ops, GELU, "_ref", i), ggml_run(ggml, build_g, 1)))
     ln_total, ge_total = merge(ln), merge(ge)
-    # the contracts are not ggml's arithmetic: these are observations, never a pass
-    evidence(Rung.EXTERNAL, False, contract=LN[0], provider=LN[1],
+    # the contracts are not ggml's arithmetic: agreement within a stated tolerance is an
+    # observation (it never validates anything), outside it a failure
+    ln_ok, ge_ok = ln_total["max_abs_err"] <= 1e-4, ge_total["max_abs_err"] <= 2e-2
+    evidence(Rung.OBSERVATION, ln_ok, contract=LN[0], provider=LN[1], tolerance=1e-4,
              backend="ggml_norm + mul + add (ggml-python 0.0.45); ggml_vec_cvar_f32 sums "
              "squares in SIMD lane trees, a different order", **ln_total)
-    evidence(Rung.EXTERNAL, False, contract=GELU[0], provider=GELU[1],
+    evidence(Rung.OBSERVATION, ge_ok, contract=GELU[0], provider=GELU[1], tolerance=2e-2,
              backend="ggml_gelu (ggml-python 0.0.45) on fp32 uses its fp16 table", **ge_total)
-    assert ln_total["max_abs_err"] <= 1e-4, ln_total
-    assert ge_total["max_abs_err"] <= 2e-2, ge_total
+    assert ln_ok, ln_total
+    assert ge_ok, ge_total
