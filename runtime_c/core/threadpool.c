@@ -40,13 +40,43 @@ static void run_tasks(v8_threadpool *pool, int worker) {
     }
 }
 
+/* Decode runs many short jobs back to back: a worker that goes to sleep the
+ * moment a job ends pays a wake-up (tens of microseconds) on the next one.
+ * Waiting parties therefore spin briefly on the shared counters before they
+ * block; the counters are only ever changed under the lock, so the spin is
+ * just an early look and the locked check below stays the authority. */
+#define V8_SPIN_ROUNDS 20000
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void spin_while_equal(const uint64_t *value, uint64_t seen, const int *stopping) {
+    for (int i = 0; i < V8_SPIN_ROUNDS; ++i) {
+        if (__atomic_load_n(value, __ATOMIC_ACQUIRE) != seen ||
+            __atomic_load_n(stopping, __ATOMIC_ACQUIRE)) {
+            return;
+        }
+        cpu_relax();
+    }
+}
+
+static void spin_while_positive(const int *value) {
+    for (int i = 0; i < V8_SPIN_ROUNDS && __atomic_load_n(value, __ATOMIC_ACQUIRE) > 0; ++i) {
+        cpu_relax();
+    }
+}
+
 static void *worker_main(void *raw) {
     worker_arg arg = *(worker_arg *)raw;
     free(raw);
     v8_threadpool *pool = arg.pool;
     uint64_t seen = 0;
-    pthread_mutex_lock(&pool->lock);
     for (;;) {
+        spin_while_equal(&pool->generation, seen, &pool->stopping);
+        pthread_mutex_lock(&pool->lock);
         while (!pool->stopping && pool->generation == seen) {
             pthread_cond_wait(&pool->wake, &pool->lock);
         }
@@ -57,9 +87,10 @@ static void *worker_main(void *raw) {
         pthread_mutex_unlock(&pool->lock);
         run_tasks(pool, arg.worker);
         pthread_mutex_lock(&pool->lock);
-        if (--pool->active_helpers == 0) {
+        if (__atomic_sub_fetch(&pool->active_helpers, 1, __ATOMIC_RELEASE) == 0) {
             pthread_cond_signal(&pool->done);
         }
+        pthread_mutex_unlock(&pool->lock);
     }
     pthread_mutex_unlock(&pool->lock);
     return NULL;
@@ -67,7 +98,7 @@ static void *worker_main(void *raw) {
 
 static void stop_workers(v8_threadpool *pool, int started) {
     pthread_mutex_lock(&pool->lock);
-    pool->stopping = 1;
+    __atomic_store_n(&pool->stopping, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
     for (int i = 0; i < started; ++i) {
@@ -137,13 +168,14 @@ v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, v
     pool->ctx = ctx;
     pool->n_tasks = n_tasks;
     __atomic_store_n(&pool->next_task, 0, __ATOMIC_RELAXED);
-    pool->active_helpers = pool->n_workers - 1;
-    pool->generation += 1;
+    __atomic_store_n(&pool->active_helpers, pool->n_workers - 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&pool->generation, pool->generation + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
 
     run_tasks(pool, 0);
 
+    spin_while_positive(&pool->active_helpers);
     pthread_mutex_lock(&pool->lock);
     while (pool->active_helpers > 0) {
         pthread_cond_wait(&pool->done, &pool->lock);
