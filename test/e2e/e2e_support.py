@@ -216,8 +216,8 @@ def build_program(gguf_path: Path, circuit: str, prefill_tokens: int,
     from xdsl.dialects.builtin import FloatAttr, StringAttr
     from xdsl.dialects.func import FuncOp
 
-    from v8dialect.program import build, parse
     from v8dialect.builder import main
+    from v8dialect.program import build, parse
 
     out = out_dir / f"{circuit}_{prefill_tokens}.mlir"
     rc = main([str(gguf_path), "--circuit", circuit, "--prefill-tokens", str(prefill_tokens),

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.program import Program, build
 from v8dialect.contract_ir import to_attr
 from v8dialect.contracts import load_registry
 from v8dialect.evidence import Rung
+from v8dialect.program import Program, build
 
 F32 = np.float32
 Array = np.ndarray[Any, Any]

@@ -33,7 +33,6 @@ from v8passes.resolve_contracts import ResolveContracts
 import v8dialect.contracts
 import v8dialect.evidence_gate
 import v8dialect.kernel_maps
-from v8dialect.program import parse
 from v8dialect.contract_ir import to_attr
 from v8dialect.contracts import load_registry
 from v8dialect.diagnostics import V8Error
@@ -42,6 +41,7 @@ from v8dialect.evidence_gate import main as gate_main
 from v8dialect.kernel_maps import load_kernel_maps
 from v8dialect.ledger import read_ledger
 from v8dialect.paths import circuits_dir, contracts_dir
+from v8dialect.program import parse
 
 SINGLE = "f16_online_single_range"
 A_ID, B_ID = "attn_online_f16kv", S.SINGLE_VIA_SPLIT_ID

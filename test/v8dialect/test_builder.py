@@ -14,10 +14,10 @@ from xdsl.dialects.func import FuncOp
 from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 
-from v8dialect.program import context
 from v8dialect.builder import main
 from v8dialect.ledger import graph_ops
 from v8dialect.paths import circuits_dir
+from v8dialect.program import context
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "Inputs" / "circuits"))
 import tiny_gguf  # noqa: E402

@@ -26,18 +26,18 @@ SHAPES = [(5, 5, 4, 2, 64, True), (64, 0, 2, 1, 128, True), (14, 1013, 2, 1, 72,
 LARGE = [(130, 200, 4, 2, 72, True), (256, 0, 2, 2, 72, False)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def runner():
     return Runner(build_llama_regular(), "v8_attn_llama_regular", CONTRACT)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def case(shape):
     n_q, past, h, hkv, d, causal = shape
     return make_case(41 + n_q + past + d, n_q, past, h, hkv, d, causal=causal)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def oracle(shape):
     st, out = runner().run("ref", case(shape))
     assert st == 0

@@ -25,7 +25,7 @@ V8_CPU_AVX2_FMA_F16C = 0x7
 TREE_NAMES = {1: online_model.TREE_AVX2, 2: online_model.TREE_AVX512, 3: online_model.TREE_AVX512FP16}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def lib():
     return build_lib(with_online=True)
 
@@ -37,7 +37,7 @@ def runner() -> Runner:
 SHAPES = [(n_q, past) for n_q in (1, 5, 14, 63, 64, 65) for past in (0, 5, 1013)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def case(n_q, past, d=128, causal=True):
     return make_case(101 + 3 * n_q + past + d, n_q, past, 4, 2, d, causal=causal)
 

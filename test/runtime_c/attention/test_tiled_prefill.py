@@ -12,8 +12,7 @@ import functools
 
 import numpy as np
 import pytest
-from tiled_model import (Runner, bits_equal, build_lib, ggml_flash_attn, make_case, mismatch,
-                         tiled_attention)
+from tiled_model import Runner, bits_equal, build_lib, ggml_flash_attn, make_case, mismatch, tiled_attention
 
 from v8dialect.evidence import Outcome, Rung
 
@@ -24,7 +23,7 @@ V8_CPU_ALL = 0xFFFFFFFF
 ISA_AVX2, ISA_AVX512 = 1, 2
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def lib():
     return build_lib()
 
@@ -48,13 +47,13 @@ LARGE = [
 ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def case(shape, seed=11):
     n_q, past, h, hkv, d, causal = shape
     return make_case(seed + 7 * n_q + past + d, n_q, past, h, hkv, d, causal=causal)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def oracle(shape):
     st, out = runner().run("ref", case(shape))
     assert st == 0

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
 import ops_models as models
 
 F32 = np.float32

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from ops_specs import ELEMENTWISE, EMBEDDING, LINEAR, MROPE, PROVIDERS, OpSpec
+
 from v8dialect.evidence import Rung
 
 V8_OK, V8_ERR_NULL_ARGUMENT, V8_ERR_BAD_DIMENSION, V8_ERR_UNKNOWN_SELECTOR = 0, 1, 2, 3

@@ -20,10 +20,10 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import pytest
-
 import ops_models as models
+import pytest
 from ops_specs import MROPE, RMSNORM, ROPE_NEOX, ROPE_NORMAL, OpSpec, spread
+
 from v8dialect.evidence import Outcome, Rung
 
 GGML_ROPE_TYPE_NORMAL, GGML_ROPE_TYPE_NEOX, GGML_ROPE_TYPE_MROPE = 0, 2, 8

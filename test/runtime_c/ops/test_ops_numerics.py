@@ -16,10 +16,10 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import pytest
-
 import ops_models as models
-from ops_specs import ELEMENTWISE, LINEAR, PROVIDERS, ROPE_NEOX, RMSNORM, OpSpec, spread
+import pytest
+from ops_specs import ELEMENTWISE, LINEAR, PROVIDERS, RMSNORM, ROPE_NEOX, OpSpec, spread
+
 from v8dialect.evidence import Rung
 
 WORKERS = (1, 2, 3, 4, 8)

@@ -51,9 +51,9 @@ _GEMM = ("int contract, float *y, const void *w, const float *x, const float *bi
 _SPLIT = ("int contract, float *y, const void *w, const float *x, const float *bias, "
           "int64_t n, int64_t k, int64_t parts, void *scratch, size_t scratch_bytes")
 
-QUANT_CDEF = f"""
-enum {{ V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER = 1, V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER = 2,
-        V8_QL_Q4_K_X_Q8_K_FP32_SPLIT_K_ASCENDING_MERGE = 3 }};
+QUANT_CDEF = """
+enum { V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER = 1, V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER = 2,
+        V8_QL_Q4_K_X_Q8_K_FP32_SPLIT_K_ASCENDING_MERGE = 3 };
 v8_status v8_quantize_q8_k(const float *x, void *y, int64_t rows, int64_t k);
 v8_status v8_quantize_q4_k_ref(const float *x, void *y, int64_t rows, int64_t k);
 v8_status v8_quantize_q6_k_ref(const float *x, void *y, int64_t rows, int64_t k);

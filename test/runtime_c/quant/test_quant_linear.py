@@ -14,9 +14,23 @@ from typing import Any
 import numpy as np
 import pytest
 from ql_support import (
-    ALL_FEATURES, AVX2_ONLY, NO_VNNI, CONTRACT_Q4, CONTRACT_Q6, CONTRACT_SPLIT, ISA_NAMES, MAP_Q4_GEMM,
-    MAP_Q4_GEMV, MAP_Q4_SPLIT, MAP_Q6_GEMM, MAP_Q6_GEMV, QK_K, QL, bitexact, make_activation,
-    make_weights, max_abs_err,
+    ALL_FEATURES,
+    AVX2_ONLY,
+    CONTRACT_Q4,
+    CONTRACT_Q6,
+    CONTRACT_SPLIT,
+    ISA_NAMES,
+    MAP_Q4_GEMM,
+    MAP_Q4_GEMV,
+    MAP_Q4_SPLIT,
+    MAP_Q6_GEMM,
+    MAP_Q6_GEMV,
+    NO_VNNI,
+    QK_K,
+    QL,
+    bitexact,
+    make_activation,
+    make_weights,
 )
 
 from v8dialect.evidence import Outcome, Rung
