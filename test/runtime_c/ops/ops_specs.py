@@ -4,7 +4,7 @@ and the numpy model of each contract."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import replace, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -190,7 +190,12 @@ LINEAR = OpSpec(
     model=lambda i: models.linear(i["w"], i["x"], i["b"]),
 )
 
-PROVIDERS = (RMSNORM, QK_NORM, ROPE_NEOX, ROPE_NORMAL, MROPE, EMBEDDING, LINEAR)
+# The logits projection is the same provider under the logits contract (same arithmetic,
+# its own selector), so it earns its own evidence.
+LOGITS = replace(LINEAR, contract="logits_fp32_ascending_fp32_accumulate",
+                 selector="V8_LOGITS_FP32_ASCENDING_FP32_ACCUMULATE")
+
+PROVIDERS = (RMSNORM, QK_NORM, ROPE_NEOX, ROPE_NORMAL, MROPE, EMBEDDING, LINEAR, LOGITS)
 
 
 # ---- the printer-inline elementwise references ---------------------------------------
