@@ -29,35 +29,11 @@
 #include <immintrin.h>
 
 #include "v8_attention_tiled.h"
+#include "tiled_scalar.h"
 
 #define TQ V8_ATTN_TILE_Q
 #define TKV V8_ATTN_TILE_KV
 
-static float exp16_scalar_lr(float x) {
-    const float r = 0x1.8p23f;
-    const float z = fmaf(x, 0x1.715476p+0f, r);
-    const float n = z - r;
-    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
-    const float u = b * b;
-    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
-                              fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
-    if (fabsf(n) > 192.0f) {
-        return n <= 0.0f ? 0.0f : INFINITY;
-    }
-    return (float)((double)j * ldexp(1.0, (int)n));
-}
-
-static float tree16_lr(const float *p) {
-    float a[8], b[4];
-    for (int i = 0; i < 8; ++i) {
-        a[i] = p[i + 8] + p[i];
-    }
-    for (int i = 0; i < 4; ++i) {
-        b[i] = a[i + 4] + a[i];
-    }
-    return (b[0] + b[2]) + (b[1] + b[3]);
-}
 
 static float score(const float *q16, const uint16_t *kr, int64_t D, float scale) {
     float acc = 0.0f;
@@ -88,14 +64,14 @@ static void regular_row(const v8_attn_args *a, int64_t i, int64_t h) {
     for (int64_t j0 = 0; j0 < end; j0 += 16) {
         float p[16];
         for (int l = 0; l < 16; ++l) {
-            p[l] = j0 + l < end ? exp16_scalar_lr(score(q16, kh + (j0 + l) * D, D, a->scale) - m)
+            p[l] = j0 + l < end ? exp16_scalar(score(q16, kh + (j0 + l) * D, D, a->scale) - m)
                                 : 0.0f; /* masked key: exp16(-inf) = 0 */
         }
-        sum += (double)tree16_lr(p);
+        sum += (double)tree16(p);
     }
     const float inv = (float)(1.0 / sum);
     for (int64_t j = 0; j < end; ++j) {
-        const float p = exp16_scalar_lr(score(q16, kh + j * D, D, a->scale) - m);
+        const float p = exp16_scalar(score(q16, kh + j * D, D, a->scale) - m);
         const float p16 = v8_round_f16(p * inv);
         const uint16_t *vr = vh + j * D;
         for (int64_t d = 0; d < D; ++d) {

@@ -1,0 +1,41 @@
+/* Scalar pieces shared by the tiled and llama-regular oracles (internal).
+ * Both contracts name ggml's AVX-512 vector expf and the 16-lane sum tree,
+ * so one definition serves both. */
+#ifndef V8_ATTN_TILED_SCALAR_H
+#define V8_ATTN_TILED_SCALAR_H
+
+#include <math.h>
+
+/* ggml_v_expf (AVX-512 form) for one value: n = round(x / ln 2) by the 1.5*2^23
+ * shift, two-step Cody-Waite reduction, polynomial j ~ exp(b) including the
+ * leading 1, then j * 2^n with a single rounding (vscalefps).  |n| > 192 gives
+ * 0 (n <= 0) or +inf. */
+static inline float exp16_scalar(float x) {
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                              fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (fabsf(n) > 192.0f) {
+        return n <= 0.0f ? 0.0f : INFINITY;
+    }
+    /* j * 2^n is exact in double (|n| <= 192), so the narrowing is the one rounding */
+    return (float)((double)j * ldexp(1.0, (int)n));
+}
+
+/* The 16-lane tree of _mm512_reduce_add_ps (GCC's avx512fintrin.h). */
+static inline float tree16(const float *p) {
+    float a[8], b[4];
+    for (int i = 0; i < 8; ++i) {
+        a[i] = p[i + 8] + p[i];
+    }
+    for (int i = 0; i < 4; ++i) {
+        b[i] = a[i + 4] + a[i];
+    }
+    return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+#endif /* V8_ATTN_TILED_SCALAR_H */
