@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,10 +114,14 @@ def ggml_quantize(fmt: str, w: np.ndarray) -> np.ndarray:
     return out
 
 
-def synthetic_weights(fam: Family, seed: int) -> dict[str, tuple[str, np.ndarray]]:
-    """name -> (type, fp32 values).  Projections ~ N(0, 1/K) with per-row magnitudes over a
-    decade, norm weights near 1, biases ~ N(0, 0.5^2), embeddings ~ N(0, 1)."""
-    rng = np.random.default_rng(seed)
+Weights = dict[str, tuple[str, np.ndarray]]
+
+
+def model_start(rng: np.random.Generator, tied: bool, output_type: str
+                ) -> tuple[Callable[[int, int], np.ndarray], Callable[[int], np.ndarray], Weights]:
+    """Weight draws shared by every synthetic family: projections ~ N(0, 1/K) with per-row
+    magnitudes over a decade, norm weights near 1; plus the embedding, final norm and (when
+    untied) the output projection."""
 
     def proj(n: int, k: int) -> np.ndarray:
         rows = 10.0 ** rng.uniform(-0.5, 0.5, size=(n, 1))
@@ -125,12 +130,21 @@ def synthetic_weights(fam: Family, seed: int) -> dict[str, tuple[str, np.ndarray
     def norm(n: int) -> np.ndarray:
         return (1.0 + 0.1 * rng.standard_normal(n)).astype(F32)
 
-    out: dict[str, tuple[str, np.ndarray]] = {
+    out: Weights = {
         "token_embd.weight": ("f32", rng.standard_normal((VOCAB, E)).astype(F32)),
         "output_norm.weight": ("f32", norm(E)),
     }
-    if not fam.tied:
-        out["output.weight"] = (fam.output_type, proj(VOCAB, E))
+    if not tied:
+        out["output.weight"] = (output_type, proj(VOCAB, E))
+    return proj, norm, out
+
+
+
+def synthetic_weights(fam: Family, seed: int) -> dict[str, tuple[str, np.ndarray]]:
+    """name -> (type, fp32 values).  Projections ~ N(0, 1/K) with per-row magnitudes over a
+    decade, norm weights near 1, biases ~ N(0, 0.5^2), embeddings ~ N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    proj, norm, out = model_start(rng, fam.tied, fam.output_type)
     shapes = {"attn_q": (H * D, E), "attn_k": (HKV * D, E), "attn_v": (HKV * D, E),
               "attn_output": (E, H * D), "ffn_gate": (FFN, E), "ffn_up": (FFN, E),
               "ffn_down": (E, FFN)}
@@ -472,20 +486,7 @@ def stream_tensor_types(fam: StreamFamily, layer: int) -> dict[str, str]:
 
 def stream_weights(fam: StreamFamily, seed: int) -> dict[str, tuple[str, np.ndarray]]:
     rng = np.random.default_rng(seed)
-
-    def proj(n: int, k: int) -> np.ndarray:
-        rows = 10.0 ** rng.uniform(-0.5, 0.5, size=(n, 1))
-        return (rng.standard_normal((n, k)) * rows / np.sqrt(k)).astype(F32)
-
-    def norm(n: int) -> np.ndarray:
-        return (1.0 + 0.1 * rng.standard_normal(n)).astype(F32)
-
-    out: dict[str, tuple[str, np.ndarray]] = {
-        "token_embd.weight": ("f32", rng.standard_normal((VOCAB, E)).astype(F32)),
-        "output_norm.weight": ("f32", norm(E)),
-    }
-    if not fam.tied:
-        out["output.weight"] = (fam.output_type, proj(VOCAB, E))
+    proj, norm, out = model_start(rng, fam.tied, fam.output_type)
     gated = fam.interval is not None  # Qwen3.5's attention projects a query and a gate per head
     for i in range(fam.layers):
         p = f"blk.{i}."
