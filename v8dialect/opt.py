@@ -19,13 +19,13 @@ from typing import IO
 
 from v8passes import get_all_passes
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
-from xdsl.ir import Dialect, Operation
+from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
-from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from v8dialect.diagnostics import V8Error, located, op_error
+from v8dialect.universe import V8_UNIVERSE
 
 
 class LocatingParser(Parser):
@@ -80,18 +80,6 @@ def split_pass_flags(argv: Sequence[str], names: Sequence[str]) -> tuple[list[st
     return specs, rest
 
 
-def _v8_dialect() -> Dialect:
-    from v8dialect.dialect import V8
-
-    return V8
-
-
-def _c_target() -> type[Target]:
-    from v8passes.emit_c import CTarget
-
-    return CTarget
-
-
 class PendingOutput(io.StringIO):
     """Output held back until the whole run succeeded, so a failure leaves no partial file."""
 
@@ -118,20 +106,23 @@ class V8OptMain(xDSLOptMain):
             with open(self.args.output_file, "w", encoding="utf-8") as out:
                 out.write(self.pending.getvalue())
 
+    # The plugin universe is the one list of what v8 adds; xDSL may already have loaded it
+    # through the entry point, so only what is missing is registered here.
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
-        if "v8" not in self.ctx.registered_dialect_names:
-            self.ctx.register_dialect("v8", _v8_dialect)
+        for name, factory in V8_UNIVERSE.all_dialects.items():
+            if name not in self.ctx.registered_dialect_names:
+                self.ctx.register_dialect(name, factory)
 
     def register_all_passes(self) -> None:
         super().register_all_passes()
-        for name, factory in get_all_passes().items():
+        for name, factory in V8_UNIVERSE.all_passes.items():
             if name not in self.available_passes:
                 self.register_pass(name, factory)
 
     def register_all_targets(self) -> None:
         super().register_all_targets()
-        self.available_targets["c"] = _c_target
+        self.available_targets.update(V8_UNIVERSE.all_targets)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
