@@ -24,7 +24,8 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from v8dialect.diagnostics import V8Error, located, op_error
+from v8dialect.diagnostics import EXCERPT_WIDTH, V8Error, located, op_error
+from v8dialect.textguard import check_string_literals, decode_source
 from v8dialect.universe import V8_UNIVERSE
 
 
@@ -61,6 +62,9 @@ def verify_located(module: ModuleOp) -> None:
 def parse_error_text(error: ParseError) -> str:
     where = error.span.get_location()
     context = error.span.print_with_context().split("\n", 1)[1].rstrip("\n")
+    # A one-line input of a megabyte would otherwise be echoed whole, twice.
+    context = "\n".join(line if len(line) <= EXCERPT_WIDTH else line[: EXCERPT_WIDTH - 3] + "..."
+                         for line in context.split("\n"))
     return located(f"{where.file}:{where.line}:{where.col}", error.msg, context)
 
 
@@ -141,8 +145,10 @@ class V8OptMain(xDSLOptMain):
     def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
         if (self.args.frontend or file_extension) != "mlir":
             return super().parse_chunk(chunk, file_extension, start_offset)
-        parser = LocatingParser(self.ctx, chunk.read().decode(), self.get_input_name(),
-                                line_offset=start_offset)
+        name = self.get_input_name()
+        text = decode_source(chunk.read(), name, start_offset)
+        check_string_literals(text, name)
+        parser = LocatingParser(self.ctx, text, name, line_offset=start_offset)
         module = parser.parse_module(not self.args.no_implicit_module)
         if not self.args.disable_verify:
             verify_located(module)

@@ -1,0 +1,63 @@
+"""MLIR text that xDSL's lexer would take exponential time on is rejected at once, located."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from v8dialect.opt import main
+from v8dialect.program import context
+from v8dialect.textguard import parse_module_text
+
+
+def run(tmp_path: Path, data: bytes, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, float]:
+    path = tmp_path / "input.mlir"
+    path.write_bytes(data)
+    start = time.monotonic()
+    code = main([str(path)])
+    elapsed = time.monotonic() - start
+    return code, capsys.readouterr().err, elapsed
+
+
+@pytest.mark.parametrize("data", [
+    b'"' + b"a" * 40 + b"\n",                      # never closed on its line
+    b'"' + b"a" * (1 << 20) + b"\n",               # a megabyte of it
+    b'"' + b"a" * 40,                               # never closed before the end of the file
+    b'%0 = "test.op"() {s = "' + b"a" * 40 + b"\n\"} : () -> ()\n",
+])
+def test_unterminated_string_is_rejected_at_once(tmp_path: Path, data: bytes,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    code, err, elapsed = run(tmp_path, data, capsys)
+    assert code == 1
+    assert elapsed < 2.0
+    assert "input.mlir:1:" in err and "error: string literal is not closed" in err
+    assert "Traceback" not in err
+    assert max(len(line) for line in err.splitlines()) < 300
+
+
+def test_bad_escape_is_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err, elapsed = run(tmp_path, b'\n  "abc\\q' + b"a" * 40 + b'"\n', capsys)
+    assert code == 1 and elapsed < 2.0
+    assert "input.mlir:2:7: error: invalid escape in string literal" in err
+
+
+def test_quote_in_comment_and_escapes_are_accepted(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    text = b'// a comment with a " quote\n"test.op"() {s = "a\\"b\\n\\t\\\\\\41 // not a comment"} : () -> ()\n'
+    code, err, _ = run(tmp_path, text, capsys)
+    assert code == 0, err
+
+
+def test_invalid_utf8_is_located(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err, _ = run(tmp_path, b"builtin.module {\n}  \xff\n", capsys)
+    assert code == 1
+    assert "input.mlir:2:4: error: invalid UTF-8 (byte 0xff)" in err
+
+
+def test_parse_module_text_checks_first() -> None:
+    start = time.monotonic()
+    with pytest.raises(Exception, match="string literal is not closed"):
+        parse_module_text(context(), '"' + "a" * 60 + "\n", "text.mlir")
+    assert time.monotonic() - start < 2.0

@@ -1,0 +1,71 @@
+"""Checks on MLIR text that must run before xDSL's lexer sees it.
+
+xDSL 0.75 lexes a string literal with ``"(?:[^"\\\\\\n\\v\\f]+|\\\\(?:...))*"``: on a
+string that never closes (or holds a bad escape) the nested quantifiers
+backtrack exponentially, so a 30-character line takes minutes to reject.
+``check_string_literals`` finds such a literal in linear time and reports it
+with its location, so the lexer only ever sees string literals it matches at
+once.  The accepted language is the lexer's own: escapes ``\\"``, ``\\n``,
+``\\t``, ``\\\\`` and two hex digits; a literal ends before a newline, vertical
+tab or form feed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import ParseError
+from xdsl.utils.lexer import Input, Span
+
+from v8dialect.diagnostics import V8Error, located
+
+# Where a string literal or a line comment starts; everything else is lexed by xDSL.
+_START = re.compile(r'//[^\n]*|"')
+# The lexer's string literal with possessive quantifiers: the same language, no backtracking.
+_STRING = re.compile(r'"(?:[^"\\\n\v\f]++|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*+"')
+# The longest well-formed prefix of a literal, to find where it goes wrong.
+_PREFIX = re.compile(r'"(?:[^"\\\n\v\f]++|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*+')
+
+
+def check_string_literals(text: str, name: str) -> None:
+    """Raise a located ParseError at the first string literal xDSL's lexer cannot match."""
+    pos = 0
+    while (start := _START.search(text, pos)) is not None:
+        if start.group() != '"':
+            pos = start.end()
+            continue
+        literal = _STRING.match(text, start.start())
+        if literal is not None:
+            pos = literal.end()
+            continue
+        prefix = _PREFIX.match(text, start.start())
+        stop = prefix.end() if prefix is not None else start.start() + 1
+        if stop < len(text) and text[stop] == "\\":
+            message = "invalid escape in string literal (use \\\", \\n, \\t, \\\\ or two hex digits)"
+            span = Span(stop, min(stop + 2, len(text)), Input(text, name))
+        else:
+            message = "string literal is not closed before the end of the line"
+            span = Span(start.start(), start.start() + 1, Input(text, name))
+        raise ParseError(span, message)
+
+
+def decode_source(data: bytes, name: str, line_offset: int = 0) -> str:
+    """The UTF-8 text of an MLIR source, or a located error at its first invalid byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1 + line_offset
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise V8Error([located(f"{name}:{line}:{col}",
+                               f"invalid UTF-8 (byte 0x{data[e.start]:02x}); MLIR source must be UTF-8")]) from None
+
+
+def parse_module_text(ctx: Context, text: str | bytes, name: str = "<string>") -> ModuleOp:
+    """Parse MLIR text as xDSL's Parser does, after the checks above."""
+    if isinstance(text, bytes):
+        text = decode_source(text, name)
+    check_string_literals(text, name)
+    return Parser(ctx, text, name).parse_module()
