@@ -21,6 +21,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return PrepareCalls
 
+    def keep_checkpoints() -> type[ModulePass]:
+        from v8passes.keep_checkpoints import KeepCheckpoints
+
+        return KeepCheckpoints
+
     def test_corrupt_resolution() -> type[ModulePass]:
         from v8passes.test_corrupt_resolution import TestCorruptResolution
 
@@ -31,4 +36,5 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "test-corrupt-resolution": test_corrupt_resolution,
         "lower-to-kernels": lower_to_kernels,
         "prepare-calls": prepare_calls,
+        "keep-checkpoints": keep_checkpoints,
     }

@@ -937,27 +937,36 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def run(args: argparse.Namespace) -> None:
+def build_from_file(model: Path, circuit_name: str, *, prefill_tokens: int = DEFAULT_PREFILL_TOKENS,
+                    kv_capacity: int | None = None, overrides: Sequence[str] = (),
+                    registry_paths: Sequence[Path] | None = None) -> ModuleOp:
+    """The GraphIR module for a model file (GGUF or config JSON) and a circuit; every
+    user error is a BuildError naming the file."""
     try:
-        registry = load_registry(args.registry)
+        registry = load_registry(registry_paths)
     except DataError as e:
         raise BuildError(f"{e.file}:{e.json_path}", f"bad contract registry: {e.message}") from None
     try:
-        circuit = load_circuit(args.circuit, registry)
+        circuit = load_circuit(circuit_name, registry)
     except DataError as e:
         raise BuildError(f"{e.file}:{e.json_path}", f"bad circuit: {e.message}") from None
     try:
-        overrides = dict(parse_override(text) for text in args.set)
-        manifest = read_manifest(args.model, circuit.key_prefix, circuit.config_section)
+        values = dict(parse_override(text) for text in overrides)
+        manifest = read_manifest(model, circuit.key_prefix, circuit.config_section)
     except ManifestError as e:
-        raise BuildError(str(args.model), str(e).removeprefix(f"{args.model}: ")) from None
-    module = build_module(
-        circuit, manifest, registry, BuildOptions(args.prefill_tokens, args.kv_capacity, overrides)
-    )
+        raise BuildError(str(model), str(e).removeprefix(f"{model}: ")) from None
+    module = build_module(circuit, manifest, registry, BuildOptions(prefill_tokens, kv_capacity, values))
     try:
         module.verify()
     except VerifyException as e:  # a builder bug, not a user error: still no traceback
         raise BuildError(circuit.file, f"the built module does not verify: {e}") from None
+    return module
+
+
+def run(args: argparse.Namespace) -> None:
+    module = build_from_file(args.model, args.circuit, prefill_tokens=args.prefill_tokens,
+                             kv_capacity=args.kv_capacity, overrides=args.set,
+                             registry_paths=args.registry)
     if args.output is None:
         print_module(module, sys.stdout)
         return
