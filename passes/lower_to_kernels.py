@@ -28,6 +28,7 @@ from v8dialect.diagnostics import V8Error, op_error
 from v8dialect.lowered import AllocOp, KernelOp, ViewOp
 from v8dialect.ops import GraphOp, ReshapeOp
 from v8dialect.pinning import check_pinned
+from v8dialect.structure import check_structure
 
 # Properties of GraphIR ops that are not scalar parameters of the kernel.
 NOT_PARAMS = frozenset({"node", "phase", "contract", "execution", "requirement", "resolved"})
@@ -127,6 +128,7 @@ class LowerToKernels(ModulePass):
     name = "lower-to-kernels"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        check_structure(op, self.name)
         check_pinned(op, self.name)
         for fn in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
             lower_function(fn)

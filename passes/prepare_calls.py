@@ -40,6 +40,7 @@ from v8dialect.kernel_maps import KernelMapSet, load_kernel_maps
 from v8dialect.lowered import AllocOp, ArenaSliceOp, CallOp, CExprAttr, InlineOp, KernelOp, ViewOp
 from v8dialect.paths import option_paths
 from v8dialect.pinning import check_pinned
+from v8dialect.structure import check_structure
 
 ALIGNMENT = 64
 MAPS_ATTR = "v8.kernel_maps"
@@ -251,6 +252,7 @@ class PrepareCalls(ModulePass):
             raise data_error(e, "kernel map") from None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        check_structure(op, self.name)
         check_pinned(op, self.name)
         maps = self.load_maps(op)
         headers: set[str] = set()

@@ -32,6 +32,7 @@ from v8dialect.kernel_maps import KernelMap, KernelMapSet, WorkPartition, load_k
 from v8dialect.ledger import graph_ops, node_key, write_ledger
 from v8dialect.ops import GraphOp
 from v8dialect.paths import option_paths
+from v8dialect.structure import check_structure
 
 MODES = ("bringup", "production")
 NEAREST_SHOWN = 3
@@ -231,6 +232,7 @@ class ResolveContracts(ModulePass):
         return Resolver(registry, maps, production=self.mode == "production")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        check_structure(op, self.name)
         resolver = self.load()
         ledger: dict[str, ResolvedAttr] = {}
         errors: list[str] = []

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from v8dialect import vocab
 from v8dialect.contracts import ContractRegistry
-from v8dialect.jsondata import DataError, Node
+from v8dialect.jsondata import DataError, Node, utf8_problem
 from v8dialect.manifest import FIELDS as MANIFEST_FIELDS
 from v8dialect.manifest import INTS, ManifestError, ManifestValue, convert
 from v8dialect.paths import circuits_dir
@@ -773,12 +773,15 @@ def load_circuit(name_or_path: str, registry: ContractRegistry) -> Circuit:
     """Parse and validate one circuit; raise DataError (CircuitGaps for unmet requirements)."""
     file, shown = circuit_file(name_or_path)
     try:
-        text = file.read_text(encoding="utf-8")
+        data = file.read_bytes()
     except OSError as e:
         known = ", ".join(available_circuits())
         raise DataError(
             shown, "$", f"cannot read circuit: {e.strerror or e} (packaged circuits: {known})"
         ) from None
+    if (problem := utf8_problem(data)) is not None:
+        raise DataError(shown, "$", problem)
+    text = data.decode("utf-8")
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from xdsl.dialects.builtin import FileLineColLoc, StringAttr
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import ArrayAttr, CallSiteLoc, FileLineColLoc, FusedLoc, NameLoc, StringAttr
+from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import DiagnosticException
 
 from v8dialect.jsondata import DataError
@@ -33,9 +33,38 @@ def located(location: str, message: str, excerpt: str = "") -> str:
     return f"{text}\n{excerpt}" if excerpt else text
 
 
+def file_location(loc: Attribute) -> FileLineColLoc | None:
+    """The file position inside a location: a name's, a call site's callee, a fusion's first."""
+    match loc:
+        case FileLineColLoc():
+            return loc
+        case NameLoc():
+            return file_location(loc.location)
+        case CallSiteLoc():
+            return file_location(loc.callee) or file_location(loc.caller)
+        case FusedLoc() if isinstance(loc.locations, ArrayAttr):
+            for part in loc.locations:
+                if (found := file_location(part)) is not None:
+                    return found
+            return None
+        case _:
+            return None
+
+
+def op_file_location(op: Operation) -> FileLineColLoc | None:
+    """The op's own file position, else that of the nearest enclosing op that has one
+    (an op written with `loc(unknown)` or made by a pass is reported where its function is)."""
+    current: Operation | None = op
+    while current is not None:
+        if (found := file_location(current.location)) is not None:
+            return found
+        current = current.parent_op()
+    return None
+
+
 def op_location(op: Operation) -> str:
-    loc = op.location
-    if isinstance(loc, FileLineColLoc):
+    loc = op_file_location(op)
+    if loc is not None:
         return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
     return "<unknown>"
 
@@ -48,11 +77,11 @@ def op_label(op: Operation) -> str:
 
 def source_excerpt(op: Operation) -> str:
     """The source line of the op with a caret under its start, when the file is readable."""
-    loc = op.location
-    if not isinstance(loc, FileLineColLoc):
+    loc = op_file_location(op)
+    if loc is None:
         return ""
     try:
-        lines = Path(loc.filename.data).read_text(encoding="utf-8").splitlines()
+        lines = Path(loc.filename.data).read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return ""
     line = loc.line.data

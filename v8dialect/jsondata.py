@@ -24,11 +24,31 @@ class DataError(Exception):
         super().__init__(f"{self.file}: {json_path}: {message}")
 
 
-def load_json(file: Path) -> Any:
+def utf8_problem(data: bytes) -> str | None:
+    """Where and why `data` is not UTF-8 (``line L column C: invalid byte 0x..``), or None."""
     try:
-        text = file.read_text(encoding="utf-8")
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        return f"not UTF-8: invalid byte 0x{data[e.start]:02x} at line {line} column {column}"
+    return None
+
+
+def read_utf8(file: Path, shown: Path | str | None = None) -> str:
+    """The text of a JSON data file; a DataError naming the file if it is unreadable or not UTF-8."""
+    where = file if shown is None else shown
+    try:
+        data = file.read_bytes()
     except OSError as e:
-        raise DataError(file, "$", f"cannot read file: {e.strerror or e}") from None
+        raise DataError(where, "$", f"cannot read file: {e.strerror or e}") from None
+    if (problem := utf8_problem(data)) is not None:
+        raise DataError(where, "$", problem)
+    return data.decode("utf-8")
+
+
+def load_json(file: Path) -> Any:
+    text = read_utf8(file)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

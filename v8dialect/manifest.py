@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from v8dialect.jsondata import utf8_problem
+
 ManifestValue = int | float | str | bool | tuple[int, ...]
 
 # Value kinds, checked when a value is read so a malformed file fails early.
@@ -222,7 +224,10 @@ def _tensor_info(tensor: Any) -> TensorInfo:
 def read_config(file: Path, section: str | None = None) -> Manifest:
     """The manifest of a config JSON; `section` names a nested object (e.g. a text config)."""
     try:
-        doc = json.loads(file.read_text(encoding="utf-8"))
+        data = file.read_bytes()
+        if (problem := utf8_problem(data)) is not None:
+            raise ManifestError(f"{file}: {problem}")
+        doc = json.loads(data.decode("utf-8"))
     except OSError as e:
         raise ManifestError(f"{file}: cannot read: {e.strerror or e}") from None
     except json.JSONDecodeError as e:

@@ -13,50 +13,71 @@ from __future__ import annotations
 
 import argparse
 import io
+import struct
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO
 
 from v8passes import get_all_passes
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from v8dialect.diagnostics import EXCERPT_WIDTH, V8Error, located, op_error
-from v8dialect.textguard import check_string_literals, decode_source
+from v8dialect.structure import check_structure
+from v8dialect.textguard import LocatingParser, check_string_literals, decode_source
 from v8dialect.universe import V8_UNIVERSE
 
+# xDSL's wording for errors a user's input causes, and what v8 says instead.
+INTERNAL_WORDING = (
+    ("Operation using value defined out of its IsolatedFromAbove parent",
+     "uses a value defined outside its function"),
+    ("'block' property of Region class is only available for single-block regions",
+     "expects a region of exactly one block"),
+)
 
-class LocatingParser(Parser):
-    """A parser that gives every op without an explicit loc its file:line:col."""
 
-    def __init__(self, *args: object, line_offset: int = 0, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.line_offset = line_offset
-
-    def parse_operation(self) -> Operation:
-        start = self._current_token.span.get_location()
-        op = super().parse_operation()
-        if isinstance(op.location, UnknownLoc):
-            op.location = FileLineColLoc(
-                StringAttr(start.file), IntAttr(start.line + self.line_offset), IntAttr(start.col)
-            )
-        return op
+def user_wording(message: str) -> str:
+    for internal, wording in INTERNAL_WORDING:
+        if internal in message:
+            return wording
+    return message
 
 
 def verify_located(module: ModuleOp) -> None:
-    """Verify op by op so a failure names the op's source location."""
+    """Check the module's structure, then verify op by op so a failure names the op's
+    source location."""
+    check_structure(module)
     errors: list[str] = []
     for op in module.walk():
         try:
             op.verify(verify_nested_ops=False)
         except VerifyException as e:
             message = str(e).split("\n", 1)[0].removeprefix("Operation does not verify: ")
-            errors.append(op_error(op, message))
+            errors.append(op_error(op, user_wording(message)))
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, struct.error) as e:
+            # A verifier that trips over a malformed op is still a verification failure of that op.
+            errors.append(op_error(op, user_wording(str(e).split("\n", 1)[0])))
     if errors:
         raise V8Error(errors)
+
+
+# struct format letters xDSL packs integer arrays with ('i' format requires ...).
+STRUCT_BITS = {"b": 8, "h": 16, "i": 32, "q": 64}
+
+
+def unparsable(parser: Parser, error: Exception) -> ParseError:
+    """A located parse error for an exception xDSL's parser lets escape on bad input."""
+    match error:
+        case RecursionError():
+            message = "input nests too deeply"
+        case struct.error() if (bits := STRUCT_BITS.get(str(error)[1:2])) is not None:
+            message = (f"integer out of range for i{bits} "
+                       f"({-(1 << (bits - 1))} .. {(1 << (bits - 1)) - 1})")
+        case _:
+            message = user_wording(str(error).split("\n", 1)[0]) or type(error).__name__
+    return ParseError(parser._current_token.span, message)  # pyright: ignore[reportPrivateUsage]
 
 
 def parse_error_text(error: ParseError) -> str:
@@ -149,7 +170,13 @@ class V8OptMain(xDSLOptMain):
         text = decode_source(chunk.read(), name, start_offset)
         check_string_literals(text, name)
         parser = LocatingParser(self.ctx, text, name, line_offset=start_offset)
-        module = parser.parse_module(not self.args.no_implicit_module)
+        try:
+            module = parser.parse_module(not self.args.no_implicit_module)
+        except (ParseError, DiagnosticException):
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError,
+                RecursionError, struct.error) as e:
+            raise unparsable(parser, e) from None
         if not self.args.disable_verify:
             verify_located(module)
         return module

@@ -1,4 +1,4 @@
-"""Checks on MLIR text that must run before xDSL's lexer sees it.
+"""Parsing MLIR text: checks that must run before xDSL's lexer sees it, and op locations.
 
 xDSL 0.75 lexes a string literal with ``"(?:[^"\\\\\\n\\v\\f]+|\\\\(?:...))*"``: on a
 string that never closes (or holds a bad escape) the nested quantifiers
@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
+from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError
 from xdsl.utils.lexer import Input, Span
@@ -59,8 +60,25 @@ def decode_source(data: bytes, name: str, line_offset: int = 0) -> str:
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1 + line_offset
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise V8Error([located(f"{name}:{line}:{col}",
-                               f"invalid UTF-8 (byte 0x{data[e.start]:02x}); MLIR source must be UTF-8")]) from None
+        message = f"invalid UTF-8 (byte 0x{data[e.start]:02x}); MLIR source must be UTF-8"
+        raise V8Error([located(f"{name}:{line}:{col}", message)]) from None
+
+
+class LocatingParser(Parser):
+    """A parser that gives every op without an explicit loc its file:line:col."""
+
+    def __init__(self, *args: object, line_offset: int = 0, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.line_offset = line_offset
+
+    def parse_operation(self) -> Operation:
+        start = self._current_token.span.get_location()
+        op = super().parse_operation()
+        if isinstance(op.location, UnknownLoc):
+            op.location = FileLineColLoc(
+                StringAttr(start.file), IntAttr(start.line + self.line_offset), IntAttr(start.col)
+            )
+        return op
 
 
 def parse_module_text(ctx: Context, text: str | bytes, name: str = "<string>") -> ModuleOp:
@@ -68,4 +86,4 @@ def parse_module_text(ctx: Context, text: str | bytes, name: str = "<string>") -
     if isinstance(text, bytes):
         text = decode_source(text, name)
     check_string_literals(text, name)
-    return Parser(ctx, text, name).parse_module()
+    return LocatingParser(ctx, text, name).parse_module()
