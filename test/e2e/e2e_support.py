@@ -167,10 +167,36 @@ def synthetic_weights(fam: Family, seed: int) -> dict[str, tuple[str, np.ndarray
     return out
 
 
+def byte_level_vocab() -> tuple[list[str], list[str]]:
+    """A GPT-2 style byte-level vocabulary of VOCAB tokens, enough for llama.cpp to load the
+    file: the 256 byte symbols in GPT-2's byte-to-character mapping, then merged pairs of
+    the letters a-p."""
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    shifted = iter(range(256, 512))
+    chars = {b: chr(b if b in printable else next(shifted)) for b in range(256)}
+    tokens = [chars[b] for b in range(256)]
+    letters = "abcdefghijklmnop"
+    merges = [f"{a} {b}" for a in letters for b in letters][: VOCAB - 256]
+    tokens += [m.replace(" ", "") for m in merges]
+    return tokens, merges
+
+
+def add_tokenizer(writer: Any) -> None:
+    tokens, merges = byte_level_vocab()
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_types([1] * len(tokens))
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+
+
 def write_gguf(fam: Family, path: Path, seed: int = 0) -> Path:
     import gguf
 
     writer = gguf.GGUFWriter(str(path), fam.arch)
+    add_tokenizer(writer)
     a = fam.arch
     ints = {"block_count": fam.layers, "context_length": 4096, "embedding_length": E,
             "feed_forward_length": FFN, "attention.head_count": H,
@@ -519,6 +545,7 @@ def write_stream_gguf(fam: StreamFamily, path: Path, seed: int = 0) -> Path:
     import gguf
 
     writer = gguf.GGUFWriter(str(path), fam.arch)
+    add_tokenizer(writer)
     a = fam.arch
     ints = {"block_count": fam.layers, "context_length": 4096, "embedding_length": E,
             "feed_forward_length": FFN, "attention.head_count": H,

@@ -1,0 +1,180 @@
+"""Run the program v8 builds from a GGUF file, phase after phase, on that file's weights.
+
+    session = ModelSession.open(Path("model.gguf"), "qwen3", prefill_tokens=16, kv_capacity=1024)
+    logits = session.prefill(tokens, workers=1).logits        # [T, vocab]
+    logits = session.decode(next_token, workers=1).logits     # [1, vocab]
+
+The session keeps what a model keeps between phases: the KV caches and the recurrent
+states, written in place by the program, and the number of positions already seen.
+Weights are the file's own tensors (memory-mapped; fp32 tensors that the IR loads with
+a transform, such as Gemma's (1 + w) norms, are transformed once in fp32).
+
+A checkpoint session (``checkpoints=True``) builds the same program with
+``keep-checkpoints``: every op's output is returned too, by node name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FloatAttr, ModuleOp, StringAttr
+
+from v8dialect.ledger import read_ledger
+from v8dialect.program import Program, build
+
+F32 = np.float32
+
+
+class SessionError(Exception):
+    """A user-facing problem with the model file or the inputs (no traceback)."""
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    logits: np.ndarray[Any, Any]
+    checkpoints: Mapping[str, np.ndarray[Any, Any]]
+
+
+@dataclass(frozen=True)
+class WeightArg:
+    """One weight argument of a phase: the GGUF tensor and its load transforms."""
+
+    name: str
+    tensor: str
+    transforms: tuple[tuple[str, float], ...]
+
+
+def build_graph(model: Path, circuit: str, prefill_tokens: int, kv_capacity: int | None,
+                overrides: Sequence[str] = ()) -> ModuleOp:
+    """v8-build's hydration: the GraphIR module (located errors as SessionError)."""
+    from v8dialect.builder import BuildError, build_from_file
+
+    try:
+        return build_from_file(model, circuit, prefill_tokens=prefill_tokens,
+                               kv_capacity=kv_capacity, overrides=overrides)
+    except BuildError as e:
+        raise SessionError(str(e)) from None
+
+
+def weight_args(fn: func.FuncOp) -> list[WeightArg]:
+    attrs = fn.arg_attrs.data if fn.arg_attrs is not None else [None] * len(fn.args)
+    out: list[WeightArg] = []
+    for arg, attr in zip(fn.body.block.args, attrs, strict=True):
+        entries = attr.data if attr is not None else {}
+        tensor = entries.get("v8.tensor")
+        if not isinstance(tensor, StringAttr):
+            continue
+        transforms = tuple(sorted((k.removeprefix("v8."), float(v.value.data))
+                                  for k, v in entries.items()
+                                  if isinstance(v, FloatAttr) and k.startswith("v8.weight_")))
+        out.append(WeightArg(arg.name_hint or f"arg{arg.index}", tensor.data, transforms))
+    return out
+
+
+def read_tensors(model: Path) -> dict[str, np.ndarray[Any, Any]]:
+    """name -> the tensor as stored (fp32/fp16 values, quantized blocks as raw bytes),
+    memory-mapped from the file."""
+    from gguf import GGUFReader
+
+    return {t.name: t.data for t in GGUFReader(str(model)).tensors}
+
+
+def transformed(values: np.ndarray[Any, Any], transforms: Sequence[tuple[str, float]]
+                ) -> np.ndarray[Any, Any]:
+    """The argument's load transforms in fp32: (w + offset), then w * scale."""
+    out = np.asarray(values, F32)
+    for name in ("weight_offset", "weight_scale"):
+        for key, value in transforms:
+            if key == name:
+                out = (out + F32(value)) if name == "weight_offset" else (out * F32(value))
+                out = out.astype(F32)
+    return np.ascontiguousarray(out)
+
+
+@dataclass
+class ModelSession:
+    program: Program
+    checkpoint_names: Mapping[str, list[str]]
+    weights: Mapping[str, Mapping[str, np.ndarray[Any, Any]]]
+    resolutions: Mapping[str, tuple[str, str]] = field(default_factory=dict[str, tuple[str, str]])
+    state: dict[str, np.ndarray[Any, Any]] = field(default_factory=dict[str, np.ndarray[Any, Any]])
+    n_past: int = 0
+
+    @classmethod
+    def open(cls, model: Path, circuit: str, *, prefill_tokens: int, kv_capacity: int | None = None,
+             checkpoints: bool = False, overrides: Sequence[str] = (),
+             name: str = "v8_model") -> ModelSession:
+        from v8passes.keep_checkpoints import KeepCheckpoints, checkpoint_names
+        from xdsl.passes import PassPipeline
+
+        from v8dialect.program import context
+
+        module = build_graph(model, circuit, prefill_tokens, kv_capacity, overrides)
+        functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
+        args = {fn.sym_name.data: weight_args(fn) for fn in functions}
+        if checkpoints:
+            PassPipeline((KeepCheckpoints(),)).apply(context(), module)
+        names = {fn.sym_name.data: checkpoint_names(fn) for fn in functions}
+        program = build(module, name=name + ("_checkpoints" if checkpoints else ""))
+        tensors = read_tensors(model)
+        weights = {phase: {a.name: transformed(tensors[a.tensor], a.transforms) if a.transforms
+                           else np.ascontiguousarray(tensors[a.tensor]) for a in rows}
+                   for phase, rows in args.items()}
+        ledger = read_ledger(module) or {}
+        resolutions = {key: (r.word("kernel"), r.word("contract")) for key, r in ledger.items()}
+        session = cls(program, names, weights, resolutions)
+        session.reset()
+        return session
+
+    def resolution(self, phase: str, node: str) -> tuple[str, str]:
+        """(provider kernel id, contract id) the node of that phase resolved to."""
+        return self.resolutions.get(f"{phase}::{node}", ("?", "?"))
+
+    def reset(self) -> None:
+        """Empty caches and states: the next prefill starts a new sequence."""
+        sig = self.program.phases["decode" if "decode" in self.program.phases else "prefill"]
+        self.state = {}
+        for buf in sig.inputs:
+            if buf.name.endswith("_cache"):
+                self.state[buf.name] = np.zeros(buf.shape, np.uint16)
+            elif buf.name.endswith(("conv_state", "ssm_state")):
+                self.state[buf.name] = np.zeros(buf.shape, F32)
+        self.n_past = 0
+
+    def positions(self, phase: str, t: int) -> np.ndarray[Any, Any]:
+        """Token positions as a token batch gives them: one stream, or for multi-section
+        RoPE the same position in the first three streams and 0 in the fourth."""
+        shape = next(b.shape for b in self.program.phases[phase].inputs if b.name == "positions")
+        p = np.arange(self.n_past, self.n_past + t, dtype=np.int32)
+        if len(shape) == 2:
+            return np.stack([p, p, p, np.zeros_like(p)]).astype(np.int32)
+        return p
+
+    def run(self, phase: str, tokens: Sequence[int] | np.ndarray[Any, Any], workers: int,
+            positions: np.ndarray[Any, Any] | None = None) -> PhaseResult:
+        sig = self.program.phases[phase]
+        expected = next(b.shape[0] for b in sig.inputs if b.name == "tokens")
+        toks = np.asarray(tokens, np.int32)
+        if toks.shape != (expected,):
+            raise SessionError(f"{phase} takes {expected} tokens, got {toks.shape[0]}")
+        pos = self.positions(phase, len(toks)) if positions is None else positions
+        outputs = self.program.run(phase, n_past=self.n_past, workers=workers, tokens=toks,
+                                   positions=pos, **self.state, **self.weights[phase])
+        self.n_past += len(toks)
+        names = self.checkpoint_names.get(phase, [])
+        kept = dict(zip(names, outputs[len(outputs) - len(names):], strict=True))
+        return PhaseResult(outputs[0], kept)
+
+    def prefill(self, tokens: Sequence[int] | np.ndarray[Any, Any], workers: int = 1) -> PhaseResult:
+        return self.run("prefill", tokens, workers)
+
+    def decode(self, token: int, workers: int = 1) -> PhaseResult:
+        return self.run("decode", [token], workers)
+
+    def close(self) -> None:
+        self.program.close()

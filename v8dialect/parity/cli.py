@@ -1,0 +1,168 @@
+"""v8-parity: does the program v8 builds from a GGUF file reproduce llama.cpp on that file?
+
+    v8-parity model.gguf --circuit qwen3 --prompt-len 16 --decode 16 --threads 1,2 --repack on
+
+Runs llama.cpp (llama-cpp-python, flash attention, fp16 KV cache) and the v8 program on the
+same file and the same tokens, and prints per position: bit-exact, or the number of
+differing logits, max |Δ|, ulps and both argmaxes.  On the first divergence it rebuilds the
+program with every op's output kept, replays llama.cpp with its eval callback, and names the
+first op whose output differs: layer, node, contract, provider, max |Δ| and the first
+differing index.  Exit 0 iff every position of every run is bit-exact; 1 on a divergence or
+an error (located, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from v8dialect.model_session import SessionError
+from v8dialect.parity.llamacpp import LlamaCppModel, OracleMissing, oracle_info
+from v8dialect.parity.run import ParityCase, ParityResult, describe_rows, run_parity, seeded_tokens
+
+
+class UsageError(Exception):
+    pass
+
+
+def int_list(text: str, what: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"{what}: expected comma-separated integers, got '{text}'") from None
+    if not values:
+        raise UsageError(f"{what}: empty list")
+    return values
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="v8-parity", description=__doc__.split("\n\n")[0])
+    p.add_argument("model", type=Path, help="a GGUF file llama.cpp can load")
+    p.add_argument("--circuit", required=True, help="a family name or a circuit file")
+    prompt = p.add_mutually_exclusive_group()
+    prompt.add_argument("--tokens", help="prompt token ids, comma-separated")
+    prompt.add_argument("--prompt-len", type=int, default=16, help="a seeded prompt of N tokens")
+    p.add_argument("--decode", type=int, default=4, help="decode steps after the prompt")
+    p.add_argument("--threads", default="1", help="thread counts to run, e.g. 1,2")
+    p.add_argument("--repack", choices=("on", "off", "both"), default="on",
+                   help="llama.cpp's weight repacking (its default is on)")
+    p.add_argument("--kv-capacity", type=int, default=1024)
+    p.add_argument("--seed", type=int, default=0, help="seed of the token ids")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a manifest override for v8-build")
+    p.add_argument("--no-locate", action="store_true", help="skip naming the first differing op")
+    p.add_argument("--json", type=Path, help="also write the results as JSON")
+    return p.parse_args(argv)
+
+
+def cases(args: argparse.Namespace, vocab: int) -> list[ParityCase]:
+    if args.tokens is not None:
+        prompt = tuple(int_list(args.tokens, "--tokens"))
+    else:
+        if args.prompt_len < 1:
+            raise UsageError("--prompt-len: at least one token")
+        prompt = seeded_tokens(args.seed, args.prompt_len, vocab)
+    bad = [t for t in prompt if not 0 <= t < vocab]
+    if bad:
+        raise UsageError(f"--tokens: ids {bad[:5]} are outside the vocabulary of {vocab}")
+    if args.decode < 0:
+        raise UsageError("--decode: not negative")
+    decode = seeded_tokens(args.seed + 1, args.decode, vocab)
+    threads = int_list(args.threads, "--threads")
+    if any(t < 1 for t in threads):
+        raise UsageError("--threads: at least 1")
+    repacks = {"on": (True,), "off": (False,), "both": (True, False)}[args.repack]
+    return [ParityCase(args.model, args.circuit, prompt, decode, t, r, args.kv_capacity,
+                       tuple(args.set)) for r in repacks for t in threads]
+
+
+def report(result: ParityResult, out: Any) -> None:
+    c = result.case
+    print(f"== {c.model.name} circuit {c.circuit}: threads {c.threads}, repack "
+          f"{'on' if c.repack else 'off'}, prompt {len(c.prompt)}, decode {len(c.decode)}", file=out)
+    for line in describe_rows(result.rows):
+        print(line, file=out)
+    exact = sum(r.diff.exact for r in result.rows)
+    print(f"bit-exact positions: {exact}/{len(result.rows)}", file=out)
+    loc = result.located
+    if loc is not None:
+        print(f"first differing op (call {loc.call}, {loc.phase}): node '{loc.node}' contract "
+              f"'{loc.contract}' provider '{loc.provider}': {loc.diff.describe()} "
+              f"[{loc.compared - 1} earlier ops bit-exact]", file=out)
+        if loc.caveat:
+            print(f"  note: {loc.caveat}", file=out)
+    elif result.first_divergent_call() is not None and not result.unmatched:
+        print("first differing op: not found among the compared ops", file=out)
+    if result.unmatched and loc is None:
+        print(f"  ops without a llama.cpp tensor: {', '.join(result.unmatched)}", file=out)
+
+
+def as_json(result: ParityResult) -> dict[str, Any]:
+    c = result.case
+    return {
+        "model": str(c.model), "circuit": c.circuit, "threads": c.threads, "repack": c.repack,
+        "prompt": list(c.prompt), "decode": list(c.decode), "exact": result.exact,
+        "positions": [{"call": r.call, "phase": r.phase, "position": r.position,
+                       "exact": r.diff.exact, "max_abs": r.diff.max_abs,
+                       "max_ulps": r.diff.max_ulps, "argmax": [r.argmax_ours, r.argmax_reference]}
+                      for r in result.rows],
+        "located": None if result.located is None else {
+            **{k: v for k, v in asdict(result.located).items() if k != "diff"},
+            "max_abs": result.located.diff.max_abs, "max_ulps": result.located.diff.max_ulps,
+            "first_index": result.located.diff.first_index},
+    }
+
+
+def run(args: argparse.Namespace) -> bool:
+    if not args.model.is_file():
+        raise UsageError(f"{args.model}: error: no such file")
+    results: list[ParityResult] = []
+    models: dict[bool, LlamaCppModel] = {}
+    try:
+        for case in cases(args, vocab_size(args.model)):
+            if case.repack not in models:
+                models[case.repack] = LlamaCppModel(case.model, case.repack)
+            result = run_parity(case, models[case.repack], not args.no_locate)
+            report(result, sys.stdout)
+            results.append(result)
+    finally:
+        for model in models.values():
+            model.close()
+    if args.json is not None:
+        doc = {"oracle": oracle_info().as_dict(), "runs": [as_json(r) for r in results]}
+        args.json.write_text(json.dumps(doc, indent=1))
+    return all(r.exact for r in results)
+
+
+def vocab_size(model: Path) -> int:
+    from gguf import GGUFReader
+
+    try:
+        reader = GGUFReader(str(model))
+    except Exception as exc:  # noqa: BLE001 - any reader failure is a bad file
+        raise UsageError(f"{model}: error: not a readable GGUF file ({exc})") from None
+    field = reader.fields.get("tokenizer.ggml.tokens")
+    if field is None:
+        raise UsageError(f"{model}: error: no tokenizer.ggml.tokens (llama.cpp needs a vocabulary)")
+    return len(field.data)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return 0 if run(args) else 1
+    except (UsageError, SessionError, OracleMissing, ValueError) as e:
+        message = str(e)
+        if ": error: " not in message:
+            message = f"{args.model}: error: {message}"
+        print(message, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""One parity run: the v8 program and llama.cpp on the same GGUF file and the same tokens,
+logits compared position by position; on the first divergence, the first differing op.
+
+A run is a sequence of calls: the prompt as one prefill, then one decode call per token.
+Both engines see the same token ids (a fixed sequence, not each engine's own argmax), so a
+difference in one position cannot change the inputs of the next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from v8dialect.model_session import ModelSession
+from v8dialect.parity.compare import Difference, difference
+from v8dialect.parity.llamacpp import LlamaConfig, LlamaCppModel
+from v8dialect.parity.node_names import index_observed
+
+Logits = np.ndarray[Any, Any]
+
+
+@dataclass(frozen=True)
+class ParityCase:
+    model: Path
+    circuit: str
+    prompt: tuple[int, ...]
+    decode: tuple[int, ...]
+    threads: int = 1
+    repack: bool = True
+    kv_capacity: int = 1024
+    overrides: tuple[str, ...] = ()
+
+    def calls(self) -> list[tuple[str, tuple[int, ...]]]:
+        return [("prefill", self.prompt)] + [("decode", (t,)) for t in self.decode]
+
+    def llama_config(self) -> LlamaConfig:
+        return LlamaConfig(threads=self.threads, repack=self.repack, n_ctx=self.kv_capacity,
+                           n_ubatch=max(512, len(self.prompt)))
+
+
+@dataclass(frozen=True)
+class PositionRow:
+    call: int  # 0: the prefill, i > 0: the i-th decode step
+    phase: str
+    position: int
+    diff: Difference
+    argmax_ours: int
+    argmax_reference: int
+
+
+@dataclass(frozen=True)
+class Located:
+    """The first op whose output differs, with what it resolved to."""
+
+    call: int
+    phase: str
+    node: str
+    contract: str
+    provider: str
+    diff: Difference
+    compared: int  # nodes compared up to and including this one
+    caveat: str = ""  # e.g. llama.cpp computed differently while observed
+
+
+@dataclass
+class ParityResult:
+    case: ParityCase
+    rows: list[PositionRow] = field(default_factory=list[PositionRow])
+    located: Located | None = None
+    unmatched: list[str] = field(default_factory=list[str])  # nodes with no llama.cpp tensor
+    divergent_logits: tuple[Logits, Logits] | None = None  # (ours, llama.cpp) of that call
+
+    @property
+    def exact(self) -> bool:
+        return all(r.diff.exact for r in self.rows)
+
+    def first_divergent_call(self) -> int | None:
+        return next((r.call for r in self.rows if not r.diff.exact), None)
+
+
+def open_v8(case: ParityCase, checkpoints: bool) -> ModelSession:
+    return ModelSession.open(case.model, case.circuit, prefill_tokens=len(case.prompt),
+                             kv_capacity=case.kv_capacity, checkpoints=checkpoints,
+                             overrides=case.overrides, name="v8_parity")
+
+
+def compare_logits(case: ParityCase, llama: LlamaCppModel) -> ParityResult:
+    result = ParityResult(case)
+    ours_session = open_v8(case, checkpoints=False)
+    reference = llama.session(case.llama_config())
+    try:
+        position = 0
+        for call, (phase, tokens) in enumerate(case.calls()):
+            ours = ours_session.run(phase, tokens, case.threads).logits
+            ref = reference.eval(tokens)
+            if result.divergent_logits is None and not difference(ours, ref).exact:
+                result.divergent_logits = (ours, ref)
+            for row in range(len(tokens)):
+                result.rows.append(PositionRow(call, phase, position + row,
+                                               difference(ours[row], ref[row]),
+                                               int(np.argmax(ours[row])), int(np.argmax(ref[row]))))
+            position += len(tokens)
+    finally:
+        reference.close()
+        ours_session.close()
+    return result
+
+
+def locate(case: ParityCase, llama: LlamaCppModel, call: int,
+           plain: tuple[Logits, Logits] | None = None) -> tuple[Located | None, list[str]]:
+    """Replays the calls before `call` in both engines, then runs `call` with every op's
+    output kept (v8's checkpoint build, llama.cpp's eval callback) and returns the first
+    node, in v8's graph order, whose output differs from llama.cpp's tensor for it."""
+    calls = case.calls()
+    ours_session = open_v8(case, checkpoints=True)
+    reference = llama.session(case.llama_config(), observe=True)
+    try:
+        for phase, tokens in calls[:call]:
+            ours_session.run(phase, tokens, case.threads)
+            reference.eval(tokens)
+        phase, tokens = calls[call]
+        ours = ours_session.run(phase, tokens, case.threads)
+        ref_logits = reference.eval(tokens)
+        observed = index_observed(reference.observed())
+        caveat = ""
+        if plain is not None and not difference(ref_logits, plain[1]).exact:
+            caveat = "llama.cpp's logits changed while its tensors were observed"
+        if plain is not None and not difference(ours.logits, plain[0]).exact:
+            caveat += "; the checkpoint build's logits differ from the plain build's"
+        unmatched: list[str] = []
+        compared = 0
+        for node, values in ours.checkpoints.items():
+            obs = observed.get(node)
+            if obs is None or obs.values.size != values.size:
+                unmatched.append(node)
+                continue
+            compared += 1
+            diff = difference(values.reshape(-1), obs.values.reshape(-1))
+            if not diff.exact:
+                kernel, contract = ours_session.resolution(phase, node)
+                first = diff.first_index
+                if first is not None:  # report the index in v8's own shape
+                    shaped = tuple(int(i) for i in np.unravel_index(first[0], values.shape))
+                    diff = Difference(diff.count, diff.total, diff.max_abs, diff.max_ulps, shaped,
+                                      diff.first_values)
+                return Located(call, phase, node, contract, kernel, diff, compared, caveat), unmatched
+        return None, unmatched
+    finally:
+        reference.close()
+        ours_session.close()
+
+
+def run_parity(case: ParityCase, llama: LlamaCppModel, locate_divergence: bool = True) -> ParityResult:
+    result = compare_logits(case, llama)
+    call = result.first_divergent_call()
+    if call is not None and locate_divergence:
+        result.located, result.unmatched = locate(case, llama, call, result.divergent_logits)
+    return result
+
+
+def seeded_tokens(seed: int, count: int, vocab: int) -> tuple[int, ...]:
+    return tuple(int(t) for t in np.random.default_rng(seed).integers(0, vocab, count))
+
+
+def describe_rows(rows: Sequence[PositionRow]) -> list[str]:
+    def argmax(r: PositionRow) -> str:
+        flag = "" if r.argmax_ours == r.argmax_reference else " (differs)"
+        return f"argmax {r.argmax_ours} vs {r.argmax_reference}{flag}"
+
+    return [f"{r.phase:7s} pos {r.position:4d}: {r.diff.describe()}; {argmax(r)}" for r in rows]
