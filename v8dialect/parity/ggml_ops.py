@@ -1,0 +1,161 @@
+"""Single ops of the ggml that llama.cpp ships (llama-cpp-python's own libggml), called through
+ctypes: per-op evidence from the same build of ggml whose arithmetic the end-to-end oracle runs.
+
+    with GgmlOps() as g:
+        y = g.mul_mat(w_blocks, "q4_k", x, threads=2)      # [M, N] = x[M, K] . w[N, K]^T
+        y = g.swiglu(gate, up, threads=1)
+
+Numpy arrays are row-major [rows, cols]; a ggml tensor with ne = (cols, rows).  The op runs
+on a fresh context with `ggml_graph_compute_with_ctx`, the CPU backend's own kernels and
+thread split (no scheduler, no repacked weights).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from v8dialect.parity.llamacpp import GgmlTensor, import_llama_cpp
+
+TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8,
+         "q4_k": 12, "q5_k": 13, "q6_k": 14, "bf16": 30}
+BLOCK = {"f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q4_0": (32, 18), "q4_1": (32, 20),
+         "q5_0": (32, 22), "q5_1": (32, 24), "q8_0": (32, 34), "q4_k": (256, 144),
+         "q5_k": (256, 176), "q6_k": (256, 210)}
+
+
+class InitParams(ctypes.Structure):
+    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p),
+                ("no_alloc", ctypes.c_bool)]
+
+
+def _libraries() -> tuple[Any, Any]:
+    lib_dir = Path(import_llama_cpp().__file__).parent / "lib"
+    base = ctypes.CDLL(str(lib_dir / "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
+    cpu = ctypes.CDLL(str(lib_dir / "libggml-cpu.so"), mode=ctypes.RTLD_GLOBAL)
+    p, i64, sz = ctypes.c_void_p, ctypes.c_int64, ctypes.c_size_t
+    signatures: dict[str, tuple[Any, list[Any], Any]] = {
+        "ggml_init": (base, [InitParams], p),
+        "ggml_free": (base, [p], None),
+        "ggml_new_tensor_2d": (base, [p, ctypes.c_int, i64, i64], p),
+        "ggml_mul_mat": (base, [p, p, p], p),
+        "ggml_swiglu_split": (base, [p, p, p], p),
+        "ggml_geglu_split": (base, [p, p, p], p),
+        "ggml_new_graph": (base, [p], p),
+        "ggml_build_forward_expand": (base, [p, p], None),
+        "ggml_quantize_chunk": (base, [ctypes.c_int, p, p, i64, i64, i64, p], sz),
+        "ggml_graph_compute_with_ctx": (cpu, [p, p, ctypes.c_int], ctypes.c_int),
+        "ggml_cpu_init": (cpu, [], None),
+    }
+    for name, (lib, args, res) in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, res
+    cpu.ggml_cpu_init()
+    return base, cpu
+
+
+def row_bytes(dtype: str, cols: int) -> int:
+    per, nbytes = BLOCK[dtype]
+    if cols % per:
+        raise ValueError(f"{dtype} rows hold multiples of {per} values, got {cols}")
+    return cols // per * nbytes
+
+
+class GgmlOps:
+    def __init__(self, mem_bytes: int = 1 << 28) -> None:
+        self.base, self.cpu = _libraries()
+        self.mem_bytes = mem_bytes
+
+    def __enter__(self) -> GgmlOps:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        del kind, value, tb
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    def quantize(self, dtype: str, w: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """ggml's own quantizer: fp32 [rows, cols] -> raw blocks uint8 [rows, row bytes]."""
+        rows, cols = w.shape
+        src = np.ascontiguousarray(w, np.float32)
+        out = np.zeros((rows, row_bytes(dtype, cols)), np.uint8)
+        written = self.base.ggml_quantize_chunk(TYPES[dtype], src.ctypes.data, out.ctypes.data,
+                                                0, rows, cols, None)
+        if written != out.nbytes:
+            raise ValueError(f"ggml_quantize_chunk wrote {written} bytes, expected {out.nbytes}")
+        return out
+
+    def _tensor(self, ctx: int, dtype: str, cols: int, rows: int,
+                data: np.ndarray[Any, Any] | None) -> int:
+        t = self.base.ggml_new_tensor_2d(ctx, TYPES[dtype], cols, rows)
+        if data is not None:
+            raw = np.ascontiguousarray(data)
+            if raw.nbytes != rows * row_bytes(dtype, cols):
+                raise ValueError(f"{dtype}[{rows}x{cols}] needs {rows * row_bytes(dtype, cols)} "
+                                 f"bytes, got {raw.nbytes}")
+            ctypes.memmove(GgmlTensor.from_address(t).data, raw.ctypes.data, raw.nbytes)
+        return t
+
+    def _compute(self, ctx: int, out: int, threads: int, rows: int, cols: int) -> np.ndarray[Any, Any]:
+        graph = self.base.ggml_new_graph(ctx)
+        self.base.ggml_build_forward_expand(graph, out)
+        status = self.cpu.ggml_graph_compute_with_ctx(ctx, graph, threads)
+        if status != 0:
+            raise RuntimeError(f"ggml_graph_compute_with_ctx failed with status {status}")
+        data = GgmlTensor.from_address(out).data
+        buf = (ctypes.c_float * (rows * cols)).from_address(data)
+        return np.array(np.ctypeslib.as_array(buf).reshape(rows, cols), np.float32)
+
+    def _run(self, build: Any, threads: int, rows: int, cols: int) -> np.ndarray[Any, Any]:
+        ctx = self.base.ggml_init(InitParams(self.mem_bytes, None, False))
+        if not ctx:
+            raise MemoryError("ggml_init failed")
+        try:
+            return self._compute(ctx, build(ctx), threads, rows, cols)
+        finally:
+            self.base.ggml_free(ctx)
+
+    # ---- ops -----------------------------------------------------------------------------------
+
+    def mul_mat(self, w: np.ndarray[Any, Any], dtype: str, x: np.ndarray[Any, Any], cols: int,
+                threads: int = 1) -> np.ndarray[Any, Any]:
+        """y[M, N] = x[M, K] . W[N, K]^T with W stored as `dtype` (raw blocks or values)."""
+        n, m = w.shape[0], x.shape[0]
+
+        def build(ctx: int) -> int:
+            wt = self._tensor(ctx, dtype, cols, n, w)
+            xt = self._tensor(ctx, "f32", cols, m, np.ascontiguousarray(x, np.float32))
+            return self.base.ggml_mul_mat(ctx, wt, xt)
+
+        return self._run(build, threads, m, n)
+
+    def _glu(self, fn: Any, gate: np.ndarray[Any, Any], up: np.ndarray[Any, Any],
+             threads: int) -> np.ndarray[Any, Any]:
+        rows, cols = gate.shape
+
+        def build(ctx: int) -> int:
+            g = self._tensor(ctx, "f32", cols, rows, np.ascontiguousarray(gate, np.float32))
+            u = self._tensor(ctx, "f32", cols, rows, np.ascontiguousarray(up, np.float32))
+            return fn(ctx, g, u)
+
+        return self._run(build, threads, rows, cols)
+
+    def swiglu(self, gate: np.ndarray[Any, Any], up: np.ndarray[Any, Any],
+               threads: int = 1) -> np.ndarray[Any, Any]:
+        """silu(gate) * up, as llama.cpp's FFN computes it (ggml_swiglu_split)."""
+        return self._glu(self.base.ggml_swiglu_split, gate, up, threads)
+
+    def geglu(self, gate: np.ndarray[Any, Any], up: np.ndarray[Any, Any],
+              threads: int = 1) -> np.ndarray[Any, Any]:
+        """gelu(gate) * up (ggml_geglu_split)."""
+        return self._glu(self.base.ggml_geglu_split, gate, up, threads)
+
+    def gelu_table(self) -> np.ndarray[Any, Any]:
+        """The CPU backend's fp16 GELU table (65536 fp16 bit patterns, indexed by x's fp16 bits)."""
+        table = (ctypes.c_uint16 * 65536).in_dll(self.cpu, "ggml_table_gelu_f16")
+        return np.array(np.ctypeslib.as_array(table), np.uint16)
