@@ -76,6 +76,13 @@ class Q6KType(ParametrizedAttribute, TypeAttribute):
     name = "v8.q6_k"
 
 
+@irdl_attr_definition
+class Q80Type(ParametrizedAttribute, TypeAttribute):
+    """ggml Q8_0: 32 weights in 34 bytes (fp16 d, 32 int8 levels)."""
+
+    name = "v8.q8_0"
+
+
 # ---- keyword-field syntax --------------------------------------------------
 
 
@@ -587,6 +594,7 @@ ATTRIBUTES: list[type[Attribute]] = [
     MaskAttr,
     Q4KType,
     Q6KType,
+    Q80Type,
     PartitionAttr,
     AttentionContractAttr,
     LinearContractAttr,

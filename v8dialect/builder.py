@@ -57,6 +57,7 @@ from v8dialect.attributes import (
     PhaseAttr,
     Q4KType,
     Q6KType,
+    Q80Type,
     RequirementAttr,
 )
 from v8dialect.circuits import Choice, Circuit, OpTemplate, load_circuit
@@ -198,6 +199,7 @@ def element_type(dtype: str) -> Attribute | None:
         "bf16": BFloat16Type(),
         "q4_k": Q4KType(),
         "q6_k": Q6KType(),
+        "q8_0": Q80Type(),
         "i32": i32,
     }.get(dtype)
 

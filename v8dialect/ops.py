@@ -53,11 +53,14 @@ from v8dialect.attributes import (
     PhaseAttr,
     Q4KType,
     Q6KType,
+    Q80Type,
     RequirementAttr,
     ResolvedAttr,
 )
 
 QK_BLOCK = 256  # weights per K-quant super-block
+# weights per block of each quantized weight type (K must be a multiple)
+BLOCK_ELEMENTS = {"q4_k": QK_BLOCK, "q6_k": QK_BLOCK, "q8_0": 32}
 
 _TAIL = (
     "(`execution` qualified($execution)^)? (`requirement` qualified($requirement)^)? "
@@ -77,6 +80,8 @@ def dtype_name(element: Attribute) -> str:
             return "q4_k"
         case Q6KType():
             return "q6_k"
+        case Q80Type():
+            return "q8_0"
         case IntegerType(width=IntAttr(data=32)):
             return "i32"
         case _:
@@ -233,10 +238,11 @@ class ProjectionOp(GraphOp):
         if self.bias is not None and shape(tensor(self.bias.type, "bias", 1)) != (n,):
             raise VerifyException(f"bias must have {n} elements")
         weight = element(self.w.type)
-        if weight in ("q4_k", "q6_k") and k % QK_BLOCK:
+        block = BLOCK_ELEMENTS.get(weight)
+        if block is not None and k % block:
             raise VerifyException(
-                f"K = {k} is not a multiple of {QK_BLOCK}: {weight} weights come in "
-                f"{QK_BLOCK}-element super-blocks"
+                f"K = {k} is not a multiple of {block}: {weight} weights come in "
+                f"{block}-element {'super-blocks' if block == QK_BLOCK else 'blocks'}"
             )
         contract = self.required_contract
         if isinstance(contract, LinearContractAttr) and contract.word("weight_format") != weight:
@@ -250,7 +256,7 @@ class ProjectionOp(GraphOp):
                 "output": element(self.out.type)}
 
     def layout(self) -> Mapping[str, str]:
-        quantized = self.dtypes()["weight"] in ("q4_k", "q6_k")
+        quantized = self.dtypes()["weight"] in BLOCK_ELEMENTS
         return {"weight": "row_blocks" if quantized else "contiguous", "activation": "contiguous",
                 "output": "contiguous"}
 

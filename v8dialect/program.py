@@ -33,8 +33,10 @@ from v8dialect.lowered import KernelOp
 from v8dialect.ops import GraphOp, dtype_name
 
 NUMPY_DTYPES: Mapping[str, Any] = {"f32": np.float32, "f16": np.uint16, "bf16": np.uint16,
-                                   "i32": np.int32, "q4_k": np.uint8, "q6_k": np.uint8}
-BLOCK_BYTES = {"q4_k": 144, "q6_k": 210}
+                                   "i32": np.int32, "q4_k": np.uint8, "q6_k": np.uint8,
+                                   "q8_0": np.uint8}
+BLOCK_BYTES = {"q4_k": 144, "q6_k": 210, "q8_0": 34}
+BLOCK_ELEMENTS = {"q4_k": 256, "q6_k": 256, "q8_0": 32}
 ALIGN = 64
 
 
@@ -84,7 +86,7 @@ class Buffer:
     def nbytes_expected(self) -> int:
         count = int(np.prod(self.shape)) if self.shape else 1
         if self.dtype in BLOCK_BYTES:
-            return count // 256 * BLOCK_BYTES[self.dtype]
+            return count // BLOCK_ELEMENTS[self.dtype] * BLOCK_BYTES[self.dtype]
         return count * np.dtype(NUMPY_DTYPES[self.dtype]).itemsize
 
 

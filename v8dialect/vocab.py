@@ -57,15 +57,16 @@ ATTENTION_FIELDS: Mapping[str, tuple[str, ...]] = {
 # ---- quantized linear ----------------------------------------------------
 
 LINEAR_FIELDS: Mapping[str, tuple[str, ...]] = {
-    "weight_format": ("q4_k", "q6_k"),
-    "activation_format": ("q8_k",),
-    "activation_quantizer": ("q8_k_reference_round_half_even",),
+    "weight_format": ("q4_k", "q6_k", "q8_0"),
+    "activation_format": ("q8_k", "q8_0"),
+    "activation_quantizer": ("q8_k_reference_round_half_even", "q8_0_x86_simd_round_half_even"),
     "integer_accumulator": (
         "int32_per_32_group_times_6bit_scale",
         "int32_per_16_group_times_int8_scale_offset_by_bsums",
+        "int32_4_element_lanes_per_32_block",
     ),
-    "float_accumulator": ("fp32_8_lanes_fma",),
-    "min_correction": ("bsums_fp32_4_lanes_times_neg_dmin", "int32_32_times_scale_bsums"),
+    "float_accumulator": ("fp32_8_lanes_fma", "fp32_8_lanes_fma_block_factor_fp16_product"),
+    "min_correction": ("none", "bsums_fp32_4_lanes_times_neg_dmin", "int32_32_times_scale_bsums"),
     "super_block_order": ("ascending",),
     "horizontal_order": ("x86_lane_tree_of_isa",),
     "bias": ("none", "after_complete_dot"),
@@ -202,7 +203,7 @@ COMPOSITE_SELECTORS = ("query_batch",)
 # ---- kernel maps ---------------------------------------------------------
 
 KERNEL_OPS = ("attention",) + DECODER_OPS
-DTYPES = ("f32", "f16", "bf16", "q4_k", "q6_k", "q8_k", "i32")
+DTYPES = ("f32", "f16", "bf16", "q4_k", "q6_k", "q8_k", "q8_0", "i32")
 LAYOUTS = ("contiguous", "row_blocks", "head_major_strided", "token_major", "head_major")
 ISA_DISPATCH_KINDS = ("runtime", "compile_time", "scalar")
 ISA_VARIANTS = ("avx512", "avx2", "scalar")

@@ -89,3 +89,24 @@ float ql_q6k_dot_ref(const v8_block_q6_k *w, const v8_block_q8_k *a, int64_t nbl
     }
     return tree8(acc);
 }
+
+/* 32-element blocks x Q8_0: per block the exact int32 lane sums (lane u:
+ * elements [4u, 4u+4)), the block factor as one fp32 product of the two
+ * widened fp16 scales, one FMA per lane, blocks ascending, then tree8. */
+float ql0_dot_ref(ql0_format fmt, const uint8_t *w, const v8_block_q8_0 *a, int64_t nblk) {
+    const size_t bytes = ql0_block_bytes(fmt);
+    float acc[8] = {0};
+    for (int64_t i = 0; i < nblk; ++i) {
+        int8_t q[V8_QK8_0];
+        const uint16_t dw = ql0_levels(fmt, w + (size_t)i * bytes, q);
+        const float d = v8_f16_to_f32(dw) * v8_f16_to_f32(a[i].d);
+        for (int u = 0; u < 8; ++u) {
+            int32_t s = 0;
+            for (int e = 4 * u; e < 4 * u + 4; ++e) {
+                s += q[e] * a[i].qs[e];
+            }
+            acc[u] = fmaf(d, (float)s, acc[u]);
+        }
+    }
+    return tree8(acc);
+}

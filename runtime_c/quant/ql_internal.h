@@ -37,4 +37,48 @@ static inline v8_status ql_check_k(int64_t k, int64_t *blocks) {
 float ql_q4k_dot_ref(const v8_block_q4_k *w, const v8_block_q8_k *a, int64_t nblk);
 float ql_q6k_dot_ref(const v8_block_q6_k *w, const v8_block_q8_k *a, int64_t nblk);
 
+/* ---- 32-element block formats ------------------------------------------ */
+
+typedef enum { QL0_Q8_0 = 0, QL0_Q5_0 = 1, QL0_Q4_0 = 2 } ql0_format;
+
+static inline size_t ql0_block_bytes(ql0_format fmt) {
+    return fmt == QL0_Q8_0 ? sizeof(v8_block_q8_0)
+           : fmt == QL0_Q5_0 ? sizeof(v8_block_q5_0) : sizeof(v8_block_q4_0);
+}
+
+/* The signed levels of one weight block in element order and its fp16 scale
+ * (Q4_0: nibble - 8; Q5_0: (nibble | fifth bit << 4) - 16; Q8_0: as stored). */
+static inline uint16_t ql0_levels(ql0_format fmt, const uint8_t *blk, int8_t q[V8_QK8_0]) {
+    uint16_t d;
+    memcpy(&d, blk, 2);
+    if (fmt == QL0_Q8_0) {
+        memcpy(q, blk + 2, V8_QK8_0);
+        return d;
+    }
+    const uint8_t *qs = blk + (fmt == QL0_Q5_0 ? 6 : 2);
+    uint32_t qh = 0;
+    if (fmt == QL0_Q5_0) {
+        memcpy(&qh, blk + 2, 4);
+    }
+    const int off = fmt == QL0_Q5_0 ? 16 : 8;
+    for (int j = 0; j < V8_QK8_0 / 2; ++j) {
+        const int lo = (qs[j] & 15) | (int)(((qh >> j) & 1u) << 4);
+        const int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+        q[j] = (int8_t)(lo - off);
+        q[j + 16] = (int8_t)(hi - off);
+    }
+    return d;
+}
+
+/* K % 32 == 0; `blocks` receives k / 32. */
+static inline v8_status ql0_check_k(int64_t k, int64_t *blocks) {
+    V8_REQUIRE(k > 0 && k % V8_QK8_0 == 0, V8_ERR_BAD_DIMENSION);
+    *blocks = k / V8_QK8_0;
+    return V8_OK;
+}
+
+/* Scalar lane-model dot (the contract oracle's arithmetic) of one weight row
+ * of nblk blocks and one Q8_0 activation row. */
+float ql0_dot_ref(ql0_format fmt, const uint8_t *w, const v8_block_q8_0 *a, int64_t nblk);
+
 #endif /* V8_QL_INTERNAL_H */

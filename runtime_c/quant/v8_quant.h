@@ -163,6 +163,134 @@ v8_status v8_q4_k_gemv_split_k_parallel_dispatch(v8_threadpool *pool, int contra
                                                  int64_t parts,
                                                  void *scratch, size_t scratch_bytes);
 
+/* ---- 32-element block formats: Q8_0 / Q5_0 / Q4_0 weights x Q8_0 activations
+ *
+ * Byte-compatible with ggml's block_q8_0 / block_q5_0 / block_q4_0.  The
+ * contract (q8_0 / q5_0 / q4_0 _x_q8_0_fp32_block_order) per 32-element
+ * block: weights decoded to int8 levels, an exact int32 dot with the Q8_0
+ * activation levels kept in 8 lanes (lane u sums elements [4u, 4u+4)), the
+ * block factor fp16(w.d)*fp16(x.d) as one fp32 product, one FMA per lane
+ * into 8 fp32 lanes, blocks ascending, then the same horizontal tree as the
+ * K-quant contracts; bias after the complete dot.  ggml's AVX2 and AVX-512
+ * builds run the same 256-bit dot, so one contract covers both variants.
+ * K must be a multiple of 32; other widths are refused (ggml refuses them). */
+
+#define V8_QK8_0 32
+
+enum {
+    V8_QL_Q8_0_X_Q8_0_FP32_BLOCK_ORDER = 4,
+    V8_QL_Q5_0_X_Q8_0_FP32_BLOCK_ORDER = 5,
+    V8_QL_Q4_0_X_Q8_0_FP32_BLOCK_ORDER = 6
+};
+
+/* 34 bytes: fp16 scale, 32 int8 levels; value = d * q. */
+typedef struct v8_block_q8_0 {
+    uint16_t d;
+    int8_t qs[V8_QK8_0];
+} v8_block_q8_0;
+
+/* 22 bytes: fp16 scale, the 32 fifth bits (bit j of the little-endian word
+ * belongs to element j), 16 bytes of nibbles (byte j: element j low, element
+ * j+16 high); value = d * ((nibble | bit << 4) - 16). */
+typedef struct v8_block_q5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[V8_QK8_0 / 2];
+} v8_block_q5_0;
+
+/* 18 bytes: fp16 scale, 16 bytes of nibbles laid out as in Q5_0;
+ * value = d * (nibble - 8). */
+typedef struct v8_block_q4_0 {
+    uint16_t d;
+    uint8_t qs[V8_QK8_0 / 2];
+} v8_block_q4_0;
+
+/* Q8_0 activation quantizer, the x86 SIMD arithmetic ggml's CPU backend
+ * runs on the activation of every Q8_0/Q5_0/Q4_0 mul_mat: per block amax =
+ * max |x|, d = amax / 127 (fp32 divide) stored as fp16 (round to nearest
+ * even), id = 127 / amax (0 when amax is 0), q = round-half-even(x * id)
+ * saturated to int8.  (ggml's portable reference quantizer differs: it
+ * rounds half away from zero and uses id = 1 / d.) */
+v8_status v8_quantize_q8_0(const float *x, void *y, int64_t rows, int64_t k);
+/* Weight quantizers, byte-identical to ggml's reference ones (what
+ * ggml_quantize_chunk writes without an importance matrix). */
+v8_status v8_quantize_q8_0_ref(const float *x, void *y, int64_t rows, int64_t k);
+v8_status v8_quantize_q5_0_ref(const float *x, void *y, int64_t rows, int64_t k);
+v8_status v8_quantize_q4_0_ref(const float *x, void *y, int64_t rows, int64_t k);
+/* Dequantizers (fp32 level * fp32(d), as ggml's dequantize_row_*). */
+v8_status v8_dequantize_q8_0(const void *w, float *x, int64_t rows, int64_t k);
+v8_status v8_dequantize_q5_0(const void *w, float *x, int64_t rows, int64_t k);
+v8_status v8_dequantize_q4_0(const void *w, float *x, int64_t rows, int64_t k);
+
+/* Scratch for the Q8_0 activation blocks (0 for an invalid m or k). */
+size_t v8_ql0_gemv_scratch_bytes(int64_t k);
+size_t v8_ql0_gemm_scratch_bytes(int64_t m, int64_t k);
+
+/* GEMV y[n] = W[n,k] . x[k] (+ bias); GEMM Y[m,n] = X[m,k] . W[n,k]^T (+ bias).
+ * Partitions as for the K-quants: independent_rows (GEMV), output_tiles (GEMM). */
+v8_status v8_q8_0_gemv_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q8_0_gemv(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+v8_status v8_q8_0_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x,
+                                         const float *bias, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+v8_status v8_q8_0_gemm_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t m, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q8_0_gemm(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t m, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+v8_status v8_q8_0_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x,
+                                         const float *bias, int64_t m, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+
+v8_status v8_q5_0_gemv_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q5_0_gemv(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+v8_status v8_q5_0_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x,
+                                         const float *bias, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+v8_status v8_q5_0_gemm_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t m, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q5_0_gemm(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t m, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+v8_status v8_q5_0_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x,
+                                         const float *bias, int64_t m, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+
+v8_status v8_q4_0_gemv_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q4_0_gemv(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+v8_status v8_q4_0_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x,
+                                         const float *bias, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+v8_status v8_q4_0_gemm_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t m, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q4_0_gemm(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t m, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+v8_status v8_q4_0_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x,
+                                         const float *bias, int64_t m, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+
 #ifdef __cplusplus
 }
 #endif

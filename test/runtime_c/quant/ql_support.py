@@ -42,7 +42,15 @@ ALL_FEATURES = 0xFFFFFFFF
 NO_VNNI = ALL_FEATURES & ~V8_CPU_AVX512VNNI
 ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512"}
 
-QUANT_SOURCES = ("quant/q_formats.c", "quant/q_dot_ref.c", "quant/q_linear.c")
+QUANT_SOURCES = ("quant/q_formats.c", "quant/q_dot_ref.c", "quant/q_linear.c",
+                 "quant/q0_formats.c", "quant/q0_linear.c")
+
+# 32-element block formats (x Q8_0 activations): elements and bytes per block
+QK8_0 = 32
+Q0_BLOCK_BYTES = {"q8_0": 34, "q5_0": 22, "q4_0": 18}
+# elements and bytes per block of every weight format the tests drive
+BLOCKS = {"q4_k": (QK_K, Q4_K_BYTES), "q6_k": (QK_K, Q6_K_BYTES), "q8_k": (QK_K, Q8_K_BYTES),
+          **{f: (QK8_0, b) for f, b in Q0_BLOCK_BYTES.items()}}
 
 _GEMV = ("int contract, float *y, const void *w, const float *x, const float *bias, "
          "int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
@@ -66,6 +74,24 @@ size_t v8_ql_split_k_scratch_bytes(int64_t n, int64_t k, int64_t parts);
 """
 for _fmt in ("q4_k", "q6_k"):
     QUANT_CDEF += f"""
+v8_status v8_{_fmt}_gemv_ref({_GEMV});
+v8_status v8_{_fmt}_gemv({_GEMV});
+v8_status v8_{_fmt}_gemv_parallel_dispatch(v8_threadpool *pool, {_GEMV});
+v8_status v8_{_fmt}_gemm_ref({_GEMM});
+v8_status v8_{_fmt}_gemm({_GEMM});
+v8_status v8_{_fmt}_gemm_parallel_dispatch(v8_threadpool *pool, {_GEMM});
+"""
+QUANT_CDEF += """
+enum { V8_QL_Q8_0_X_Q8_0_FP32_BLOCK_ORDER = 4, V8_QL_Q5_0_X_Q8_0_FP32_BLOCK_ORDER = 5,
+        V8_QL_Q4_0_X_Q8_0_FP32_BLOCK_ORDER = 6 };
+v8_status v8_quantize_q8_0(const float *x, void *y, int64_t rows, int64_t k);
+size_t v8_ql0_gemv_scratch_bytes(int64_t k);
+size_t v8_ql0_gemm_scratch_bytes(int64_t m, int64_t k);
+"""
+for _fmt in ("q8_0", "q5_0", "q4_0"):
+    QUANT_CDEF += f"""
+v8_status v8_quantize_{_fmt}_ref(const float *x, void *y, int64_t rows, int64_t k);
+v8_status v8_dequantize_{_fmt}(const void *w, float *x, int64_t rows, int64_t k);
 v8_status v8_{_fmt}_gemv_ref({_GEMV});
 v8_status v8_{_fmt}_gemv({_GEMV});
 v8_status v8_{_fmt}_gemv_parallel_dispatch(v8_threadpool *pool, {_GEMV});
@@ -116,10 +142,11 @@ class QL:
     # -- quantizers -----------------------------------------------------
     def quantize(self, fmt: str, x: np.ndarray) -> np.ndarray:
         rows, k = x.shape
-        per = {"q4_k": Q4_K_BYTES, "q6_k": Q6_K_BYTES, "q8_k": Q8_K_BYTES}[fmt]
-        out = np.zeros((rows, k // QK_K * per), dtype=np.uint8)
+        elems, per = BLOCKS["q8_0" if fmt == "q8_0_act" else fmt]
+        out = np.zeros((rows, k // elems * per), dtype=np.uint8)
         fn = {"q4_k": self.lib.v8_quantize_q4_k_ref, "q6_k": self.lib.v8_quantize_q6_k_ref,
-              "q8_k": self.lib.v8_quantize_q8_k}[fmt]
+              "q8_k": self.lib.v8_quantize_q8_k, "q8_0_act": self.lib.v8_quantize_q8_0,
+              **{f: getattr(self.lib, f"v8_quantize_{f}_ref") for f in Q0_BLOCK_BYTES}}[fmt]
         st = fn(self.ptr(np.ascontiguousarray(x, dtype=np.float32), "float *"),
                 self.ptr(out, "void *"), rows, k)
         assert st == 0, st
@@ -142,9 +169,12 @@ class QL:
         m, k = (1, x.shape[0]) if gemv else x.shape
         n = w.shape[0]
         y = np.full((n,) if gemv else (m, n), np.nan, dtype=np.float32)
-        scratch = np.zeros(self.lib.v8_ql_gemm_scratch_bytes(m, k) // 4 + 1, dtype=np.float32)
+        q0 = fmt in Q0_BLOCK_BYTES
+        size = (self.lib.v8_ql0_gemm_scratch_bytes if q0 else self.lib.v8_ql_gemm_scratch_bytes)(m, k)
+        scratch = np.zeros(size // 4 + 1, dtype=np.float32)
         sel = contract if contract is not None else (
-            self.lib.V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER if fmt == "q4_k"
+            getattr(self.lib, f"V8_QL_{fmt.upper()}_X_Q8_0_FP32_BLOCK_ORDER") if q0
+            else self.lib.V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER if fmt == "q4_k"
             else self.lib.V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER)
         name = f"v8_{fmt}_{'gemv' if gemv else 'gemm'}"
         suffix = {"ref": "_ref", "prod": "", "pool": "_parallel_dispatch"}[variant]
@@ -217,7 +247,8 @@ def import_ggml() -> Any | None:
     return ggml
 
 
-GGML_TYPES = {"q4_k": "GGML_TYPE_Q4_K", "q6_k": "GGML_TYPE_Q6_K"}
+GGML_TYPES = {"q4_k": "GGML_TYPE_Q4_K", "q6_k": "GGML_TYPE_Q6_K", "q8_0": "GGML_TYPE_Q8_0",
+              "q5_0": "GGML_TYPE_Q5_0", "q4_0": "GGML_TYPE_Q4_0"}
 
 
 @dataclass
@@ -233,10 +264,11 @@ class GgmlLinear:
     def __post_init__(self) -> None:
         g = self.ggml
         qtype = getattr(g, GGML_TYPES[self.fmt])
-        per = Q4_K_BYTES if self.fmt == "q4_k" else Q6_K_BYTES
-        self.w_bytes = self.n * (self.k // QK_K) * per
-        mem = (self.w_bytes + 4 * self.m * self.k + 4 * self.m * self.n
-               + self.m * (self.k // QK_K) * Q8_K_BYTES + (32 << 20))
+        elems, per = BLOCKS[self.fmt]
+        self.w_bytes = self.n * (self.k // elems) * per
+        # room for ggml's own activation quantization (Q8_K or Q8_0 work data)
+        act = self.m * (self.k // QK_K * Q8_K_BYTES if elems == QK_K else self.k // QK8_0 * 34)
+        mem = self.w_bytes + 4 * self.m * self.k + 4 * self.m * self.n + act + (32 << 20)
         self.ctx = g.ggml_init(g.ggml_init_params(mem_size=mem, mem_buffer=None, no_alloc=False))
         assert self.ctx is not None
         self.qtype = qtype
@@ -293,7 +325,8 @@ def gguf_roundtrip(path: Path, tensors: dict[str, tuple[str, np.ndarray]]) -> di
     name -> uint8 array [rows, row_bytes] read from the file (memory-mapped)."""
     import gguf
 
-    qtypes = {"q4_k": gguf.GGMLQuantizationType.Q4_K, "q6_k": gguf.GGMLQuantizationType.Q6_K}
+    qtypes = {f: getattr(gguf.GGMLQuantizationType, f.upper())
+              for f in ("q4_k", "q6_k", "q8_0", "q5_0", "q4_0")}
     writer = gguf.GGUFWriter(str(path), "v8-quant-test")
     for name, (fmt, data) in tensors.items():
         writer.add_tensor(name, data, raw_dtype=qtypes[fmt])

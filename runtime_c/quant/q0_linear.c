@@ -1,0 +1,251 @@
+/* Quantized linear entry points for the 32-element block formats: Q8_0,
+ * Q5_0 and Q4_0 weights x Q8_0 activations (contracts *_x_q8_0_fp32_
+ * block_order, see v8_quant.h).
+ *
+ * As for the K-quants, each provider has the scalar contract oracle (*_ref),
+ * the production function (AVX-512 / AVX2 / scalar chosen at run time by
+ * v8_cpu_best_isa, VNNI only when the CPU reports it) and
+ * *_parallel_dispatch, which gives each output to one task whole
+ * (independent_rows for GEMV, output_tiles for GEMM), so bits never depend
+ * on the worker count. */
+#include <immintrin.h>
+
+#include "quant/ql_internal.h"
+
+typedef void (*ql0_tile_fn)(ql0_format fmt, float *y, int64_t ldy, const uint8_t *w,
+                            size_t row_bytes, int64_t nblk, const v8_block_q8_0 *a, int64_t lda,
+                            int64_t ntok, int64_t nrows);
+typedef void (*ql0_quant_fn)(const float *x, v8_block_q8_0 *y, int64_t rows, int64_t k);
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#define QL_FN(name) name##_avx2
+#define QL0_WIDE 0
+#define QL_VNNI 0
+#include "quant/q0_kernels.inc"
+#undef QL_FN
+#undef QL0_WIDE
+#undef QL_VNNI
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#define QL_FN(name) name##_avx512
+#define QL0_WIDE 1
+#define QL_VNNI 0
+#include "quant/q0_kernels.inc"
+#undef QL_FN
+#undef QL0_WIDE
+#undef QL_VNNI
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+#define QL_FN(name) name##_avx512vnni
+#define QL0_WIDE 1
+#define QL_VNNI 1
+#include "quant/q0_kernels.inc"
+#undef QL_FN
+#undef QL0_WIDE
+#undef QL_VNNI
+#pragma GCC pop_options
+
+/* Scalar variant: the oracle's lane model itself. */
+static void q0_tile_scalar(ql0_format fmt, float *y, int64_t ldy, const uint8_t *w,
+                           size_t row_bytes, int64_t nblk, const v8_block_q8_0 *a, int64_t lda,
+                           int64_t ntok, int64_t nrows) {
+    for (int64_t t = 0; t < ntok; ++t) {
+        for (int64_t r = 0; r < nrows; ++r) {
+            y[t * ldy + r] = ql0_dot_ref(fmt, w + (size_t)r * row_bytes, a + t * lda, nblk);
+        }
+    }
+}
+
+static void q80_rows_scalar(const float *x, v8_block_q8_0 *y, int64_t rows, int64_t k) {
+    (void)v8_quantize_q8_0(x, y, rows, k);
+}
+
+typedef struct {
+    ql0_tile_fn tile;
+    ql0_quant_fn quant;
+} ql0_impl;
+
+static ql0_impl ql0_impl_for(int use_ref) {
+    ql0_impl im = {q0_tile_scalar, q80_rows_scalar};
+    if (use_ref) {
+        return im;
+    }
+    switch (v8_cpu_best_isa()) {
+    case V8_ISA_AVX512:
+        if (v8_cpu_features() & V8_CPU_AVX512VNNI) {
+            im.tile = q0_tile_avx512vnni;
+            im.quant = q80_rows_avx512vnni;
+        } else {
+            im.tile = q0_tile_avx512;
+            im.quant = q80_rows_avx512;
+        }
+        return im;
+    case V8_ISA_AVX2:
+        im.tile = q0_tile_avx2;
+        im.quant = q80_rows_avx2;
+        return im;
+    default:
+        return im;
+    }
+}
+
+static int ql0_selector(ql0_format fmt) {
+    return fmt == QL0_Q8_0 ? V8_QL_Q8_0_X_Q8_0_FP32_BLOCK_ORDER
+           : fmt == QL0_Q5_0 ? V8_QL_Q5_0_X_Q8_0_FP32_BLOCK_ORDER
+                             : V8_QL_Q4_0_X_Q8_0_FP32_BLOCK_ORDER;
+}
+
+/* ---- work ----------------------------------------------------------------- */
+
+typedef struct {
+    ql0_format fmt;
+    ql0_impl im;
+    float *y;
+    const uint8_t *w;
+    const float *x;
+    const float *bias;
+    const v8_block_q8_0 *a;
+    int64_t m, n, nb;
+    size_t row_bytes;
+    int64_t row_tile, tok_tile, n_row_tiles;
+} ql0_job;
+
+static void ql0_run_tile(const ql0_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+    j->im.tile(j->fmt, j->y + t0 * j->n + r0, j->n, j->w + (size_t)r0 * j->row_bytes,
+               j->row_bytes, j->nb, j->a + t0 * j->nb, j->nb, t1 - t0, r1 - r0);
+    if (j->bias != NULL) {
+        for (int64_t t = t0; t < t1; ++t) {
+            for (int64_t r = r0; r < r1; ++r) {
+                j->y[t * j->n + r] += j->bias[r]; /* after the complete dot */
+            }
+        }
+    }
+}
+
+static void ql0_tile_task(void *ctx, int64_t task, int worker) {
+    (void)worker;
+    const ql0_job *j = (const ql0_job *)ctx;
+    int64_t rt = task % j->n_row_tiles, tt = task / j->n_row_tiles;
+    int64_t r0 = rt * j->row_tile, r1 = r0 + j->row_tile < j->n ? r0 + j->row_tile : j->n;
+    int64_t t0 = tt * j->tok_tile, t1 = t0 + j->tok_tile < j->m ? t0 + j->tok_tile : j->m;
+    ql0_run_tile(j, r0, r1, t0, t1);
+}
+
+typedef struct {
+    ql0_quant_fn quant;
+    const float *x;
+    v8_block_q8_0 *a;
+    int64_t k, nb;
+} ql0_quant_job;
+
+static void ql0_quant_task(void *ctx, int64_t task, int worker) {
+    (void)worker;
+    const ql0_quant_job *q = (const ql0_quant_job *)ctx;
+    q->quant(q->x + task * q->k, q->a + task * q->nb, 1, q->k);
+}
+
+static v8_status ql0_linear(v8_threadpool *pool, int use_ref, ql0_format fmt, int contract,
+                            float *y, const void *w, const float *x, const float *bias,
+                            int64_t m, int64_t n, int64_t k, void *scratch,
+                            size_t scratch_bytes) {
+    /* every check before the first write */
+    V8_REQUIRE(contract == ql0_selector(fmt), V8_ERR_UNKNOWN_SELECTOR);
+    V8_REQUIRE(y != NULL && w != NULL && x != NULL && scratch != NULL, V8_ERR_NULL_ARGUMENT);
+    /* K not a multiple of 32 is refused (ggml refuses it too) */
+    V8_REQUIRE(m > 0 && n > 0 && k > 0 && k % V8_QK8_0 == 0, V8_ERR_BAD_DIMENSION);
+    const size_t need = v8_ql0_gemm_scratch_bytes(m, k);
+    V8_REQUIRE(need > 0 && scratch_bytes >= need, V8_ERR_BAD_DIMENSION);
+    ql0_job j;
+    j.fmt = fmt;
+    j.im = ql0_impl_for(use_ref);
+    j.y = y;
+    j.w = (const uint8_t *)w;
+    j.x = x;
+    j.bias = bias;
+    j.a = (const v8_block_q8_0 *)scratch;
+    j.m = m;
+    j.n = n;
+    j.nb = k / V8_QK8_0;
+    j.row_bytes = (size_t)j.nb * ql0_block_bytes(fmt);
+    if (pool == NULL) {
+        j.im.quant(x, (v8_block_q8_0 *)scratch, m, k);
+        /* weight-row tiles outermost so a tile stays in cache across tokens;
+         * the order of independent outputs changes no bits */
+        const int64_t rt = 16;
+        for (int64_t r0 = 0; r0 < n; r0 += rt) {
+            ql0_run_tile(&j, r0, r0 + rt < n ? r0 + rt : n, 0, m);
+        }
+        return V8_OK;
+    }
+    /* the activation: one task per token row when there is enough of it to
+     * pay for a pool round trip, otherwise on the caller */
+    ql0_quant_job qj = {j.im.quant, x, (v8_block_q8_0 *)scratch, k, j.nb};
+    const int64_t QL0_QUANT_SERIAL = (int64_t)1 << 18;
+    if (m == 1 || (j.im.quant != q80_rows_scalar && m * k <= QL0_QUANT_SERIAL)) {
+        j.im.quant(x, (v8_block_q8_0 *)scratch, m, k);
+    } else {
+        v8_status st = v8_parallel_for(pool, m, ql0_quant_task, &qj);
+        V8_REQUIRE(st == V8_OK, st);
+    }
+    /* output tiles: 32 weight rows x up to 32 tokens (one token tile: the
+     * independent-rows partition of GEMV) */
+    j.row_tile = 32;
+    j.tok_tile = m < 32 ? m : 32;
+    j.n_row_tiles = (n + j.row_tile - 1) / j.row_tile;
+    const int64_t n_tok_tiles = (m + j.tok_tile - 1) / j.tok_tile;
+    return v8_parallel_for(pool, j.n_row_tiles * n_tok_tiles, ql0_tile_task, &j);
+}
+
+/* ---- public entry points ---------------------------------------------------- */
+
+#define QL0_ENTRY_POINTS(fmt, FMT)                                                             \
+    v8_status v8_##fmt##_gemv_ref(int contract, float *y, const void *w, const float *x,      \
+                                  const float *bias, int64_t n, int64_t k, void *scratch,     \
+                                  size_t scratch_bytes) {                                     \
+        return ql0_linear(NULL, 1, FMT, contract, y, w, x, bias, 1, n, k, scratch,            \
+                          scratch_bytes);                                                     \
+    }                                                                                         \
+    v8_status v8_##fmt##_gemv(int contract, float *y, const void *w, const float *x,          \
+                              const float *bias, int64_t n, int64_t k, void *scratch,         \
+                              size_t scratch_bytes) {                                         \
+        return ql0_linear(NULL, 0, FMT, contract, y, w, x, bias, 1, n, k, scratch,            \
+                          scratch_bytes);                                                     \
+    }                                                                                         \
+    v8_status v8_##fmt##_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,  \
+                                                const void *w, const float *x,                \
+                                                const float *bias, int64_t n, int64_t k,      \
+                                                void *scratch, size_t scratch_bytes) {        \
+        V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);                                       \
+        return ql0_linear(pool, 0, FMT, contract, y, w, x, bias, 1, n, k, scratch,            \
+                          scratch_bytes);                                                     \
+    }                                                                                         \
+    v8_status v8_##fmt##_gemm_ref(int contract, float *y, const void *w, const float *x,      \
+                                  const float *bias, int64_t m, int64_t n, int64_t k,         \
+                                  void *scratch, size_t scratch_bytes) {                      \
+        return ql0_linear(NULL, 1, FMT, contract, y, w, x, bias, m, n, k, scratch,            \
+                          scratch_bytes);                                                     \
+    }                                                                                         \
+    v8_status v8_##fmt##_gemm(int contract, float *y, const void *w, const float *x,          \
+                              const float *bias, int64_t m, int64_t n, int64_t k,             \
+                              void *scratch, size_t scratch_bytes) {                          \
+        return ql0_linear(NULL, 0, FMT, contract, y, w, x, bias, m, n, k, scratch,            \
+                          scratch_bytes);                                                     \
+    }                                                                                         \
+    v8_status v8_##fmt##_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,  \
+                                                const void *w, const float *x,                \
+                                                const float *bias, int64_t m, int64_t n,      \
+                                                int64_t k, void *scratch,                     \
+                                                size_t scratch_bytes) {                       \
+        V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);                                       \
+        return ql0_linear(pool, 0, FMT, contract, y, w, x, bias, m, n, k, scratch,            \
+                          scratch_bytes);                                                     \
+    }
+
+QL0_ENTRY_POINTS(q8_0, QL0_Q8_0)
+QL0_ENTRY_POINTS(q5_0, QL0_Q5_0)
+QL0_ENTRY_POINTS(q4_0, QL0_Q4_0)

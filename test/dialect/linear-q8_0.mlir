@@ -1,0 +1,11 @@
+// Q8_0 weights (32-element blocks) resolve to their GEMV / GEMM providers at a
+// width that is not a multiple of 256 (linear-q8_0-bad-k.mlir: K not a multiple of 32).
+// RUN: v8-opt --resolve-contracts %s | filecheck %s
+
+func.func @f(%x: tensor<1x896xf32>, %w: tensor<4864x896x!v8.q8_0>, %xp: tensor<7x896xf32>) -> (tensor<1x4864xf32>, tensor<7x4864xf32>) {
+  %y = v8.linear "ffn_up" decode %x, %w contract #v8.linear_contract<"q8_0_x_q8_0_fp32_block_order", weight_format = q8_0, activation_format = q8_0, activation_quantizer = q8_0_x86_simd_round_half_even, integer_accumulator = int32_4_element_lanes_per_32_block, float_accumulator = fp32_8_lanes_fma_block_factor_fp16_product, min_correction = none, super_block_order = ascending, horizontal_order = x86_lane_tree_of_isa, bias = after_complete_dot, partial_accumulator = none, merge_order = none, partition = #v8.partition<independent_rows, effect = none>> execution #v8.exec_requirement<runtime = threadpool, partition = independent_rows> : (tensor<1x896xf32>, tensor<4864x896x!v8.q8_0>) -> tensor<1x4864xf32>
+  %z = v8.linear "ffn_gate" prefill %xp, %w contract #v8.linear_contract<"q8_0_x_q8_0_fp32_block_order", weight_format = q8_0, activation_format = q8_0, activation_quantizer = q8_0_x86_simd_round_half_even, integer_accumulator = int32_4_element_lanes_per_32_block, float_accumulator = fp32_8_lanes_fma_block_factor_fp16_product, min_correction = none, super_block_order = ascending, horizontal_order = x86_lane_tree_of_isa, bias = after_complete_dot, partial_accumulator = none, merge_order = none, partition = #v8.partition<independent_rows, effect = none>> execution #v8.exec_requirement<runtime = threadpool, partition = output_tiles> : (tensor<7x896xf32>, tensor<4864x896x!v8.q8_0>) -> tensor<7x4864xf32>
+  func.return %y, %z : tensor<1x4864xf32>, tensor<7x4864xf32>
+}
+// CHECK: v8.linear "ffn_up" decode {{.*}} resolved #v8.resolved<kernel = "q8_0_x_q8_0_gemv", contract = "q8_0_x_q8_0_fp32_block_order", selector = "V8_QL_Q8_0_X_Q8_0_FP32_BLOCK_ORDER"
+// CHECK: v8.linear "ffn_gate" prefill {{.*}} resolved #v8.resolved<kernel = "q8_0_x_q8_0_gemm", contract = "q8_0_x_q8_0_fp32_block_order", selector = "V8_QL_Q8_0_X_Q8_0_FP32_BLOCK_ORDER"
