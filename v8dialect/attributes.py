@@ -83,6 +83,13 @@ class Q80Type(ParametrizedAttribute, TypeAttribute):
     name = "v8.q8_0"
 
 
+@irdl_attr_definition
+class Q50Type(ParametrizedAttribute, TypeAttribute):
+    """ggml Q5_0: 32 weights in 22 bytes (fp16 d, 32 fifth bits, 16 bytes of nibbles)."""
+
+    name = "v8.q5_0"
+
+
 # ---- keyword-field syntax --------------------------------------------------
 
 
@@ -595,6 +602,7 @@ ATTRIBUTES: list[type[Attribute]] = [
     Q4KType,
     Q6KType,
     Q80Type,
+    Q50Type,
     PartitionAttr,
     AttentionContractAttr,
     LinearContractAttr,

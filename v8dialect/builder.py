@@ -58,6 +58,7 @@ from v8dialect.attributes import (
     Q4KType,
     Q6KType,
     Q80Type,
+    Q50Type,
     RequirementAttr,
 )
 from v8dialect.circuits import Choice, Circuit, OpTemplate, load_circuit
@@ -200,6 +201,7 @@ def element_type(dtype: str) -> Attribute | None:
         "q4_k": Q4KType(),
         "q6_k": Q6KType(),
         "q8_0": Q80Type(),
+        "q5_0": Q50Type(),
         "i32": i32,
     }.get(dtype)
 

@@ -54,13 +54,14 @@ from v8dialect.attributes import (
     Q4KType,
     Q6KType,
     Q80Type,
+    Q50Type,
     RequirementAttr,
     ResolvedAttr,
 )
 
 QK_BLOCK = 256  # weights per K-quant super-block
 # weights per block of each quantized weight type (K must be a multiple)
-BLOCK_ELEMENTS = {"q4_k": QK_BLOCK, "q6_k": QK_BLOCK, "q8_0": 32}
+BLOCK_ELEMENTS = {"q4_k": QK_BLOCK, "q6_k": QK_BLOCK, "q8_0": 32, "q5_0": 32}
 
 _TAIL = (
     "(`execution` qualified($execution)^)? (`requirement` qualified($requirement)^)? "
@@ -82,6 +83,8 @@ def dtype_name(element: Attribute) -> str:
             return "q6_k"
         case Q80Type():
             return "q8_0"
+        case Q50Type():
+            return "q5_0"
         case IntegerType(width=IntAttr(data=32)):
             return "i32"
         case _:
