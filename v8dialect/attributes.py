@@ -90,6 +90,13 @@ class Q50Type(ParametrizedAttribute, TypeAttribute):
     name = "v8.q5_0"
 
 
+@irdl_attr_definition
+class Q40Type(ParametrizedAttribute, TypeAttribute):
+    """ggml Q4_0: 32 weights in 18 bytes (fp16 d, 16 bytes of nibbles)."""
+
+    name = "v8.q4_0"
+
+
 # ---- keyword-field syntax --------------------------------------------------
 
 
@@ -603,6 +610,7 @@ ATTRIBUTES: list[type[Attribute]] = [
     Q6KType,
     Q80Type,
     Q50Type,
+    Q40Type,
     PartitionAttr,
     AttentionContractAttr,
     LinearContractAttr,

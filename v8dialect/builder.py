@@ -59,6 +59,7 @@ from v8dialect.attributes import (
     Q6KType,
     Q80Type,
     Q50Type,
+    Q40Type,
     RequirementAttr,
 )
 from v8dialect.circuits import Choice, Circuit, OpTemplate, load_circuit
@@ -202,6 +203,7 @@ def element_type(dtype: str) -> Attribute | None:
         "q6_k": Q6KType(),
         "q8_0": Q80Type(),
         "q5_0": Q50Type(),
+        "q4_0": Q40Type(),
         "i32": i32,
     }.get(dtype)
 

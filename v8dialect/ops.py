@@ -55,13 +55,14 @@ from v8dialect.attributes import (
     Q6KType,
     Q80Type,
     Q50Type,
+    Q40Type,
     RequirementAttr,
     ResolvedAttr,
 )
 
 QK_BLOCK = 256  # weights per K-quant super-block
 # weights per block of each quantized weight type (K must be a multiple)
-BLOCK_ELEMENTS = {"q4_k": QK_BLOCK, "q6_k": QK_BLOCK, "q8_0": 32, "q5_0": 32}
+BLOCK_ELEMENTS = {"q4_k": QK_BLOCK, "q6_k": QK_BLOCK, "q8_0": 32, "q5_0": 32, "q4_0": 32}
 
 _TAIL = (
     "(`execution` qualified($execution)^)? (`requirement` qualified($requirement)^)? "
@@ -85,6 +86,8 @@ def dtype_name(element: Attribute) -> str:
             return "q8_0"
         case Q50Type():
             return "q5_0"
+        case Q40Type():
+            return "q4_0"
         case IntegerType(width=IntAttr(data=32)):
             return "i32"
         case _:
