@@ -100,7 +100,7 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
     "compute": ("fp32",),
     "reduction_kind": ("none", "sum_of_squares", "dot", "mean_and_centered_sum_of_squares"),
     "reduction_accumulator": ("none", "fp32", "fp64"),
-    "reduction_order": ("none", "ascending"),
+    "reduction_order": ("none", "ascending", "ggml_mul_mat_16_lane_sgemm_or_vec_dot"),
     "elementwise": (
         "none",
         "scale_then_weight",
@@ -135,6 +135,7 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
 ROUNDING_POINTS = (
     "fp32_each_multiply",
     "fp32_each_add",
+    "fp32_fused_multiply_add",
     "fp64_accumulate",
     "fp32_mean",
     "fp32_scale",

@@ -1,0 +1,401 @@
+/* fp32 linear / logits with llama.cpp's CPU mul_mat arithmetic (AVX-512
+ * build): the contract is spelled out in linear_ggml/v8_linear_ggml.h.
+ *
+ * Unlike runtime_c/ops, this provider multiplies and adds in one rounding
+ * wherever the contract says fma: the scalar oracle calls fmaf, the SIMD
+ * variants use vfmadd.  Products that the contract rounds on their own (the
+ * first part of the block route's tail) stay separate: contraction is off
+ * for this file (ops_internal.h).
+ *
+ * Both SIMD variants carry the same sixteen lanes per output: AVX-512 as one
+ * zmm register, AVX2 as a pair of ymm registers (lanes 0-7, 8-15), whose sum
+ * is the halving tree's first level.  Either gives the oracle's bits. */
+/* Outside every target region, so each intrinsic keeps its own ISA. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "ops/ops_internal.h"
+#include "linear_ggml/v8_linear_ggml.h"
+
+#define LG_LANES 16
+#define LG_BLOCK 64 /* the block route's four accumulators of sixteen lanes */
+#define LG_ROW_UNIT 16 /* threadpool tasks own whole multiples of this many rows */
+
+typedef struct lg_args {
+    float *y;
+    const float *w;
+    const float *x;
+    const float *bias;
+    int64_t m, n, k;
+    int lane_route;
+} lg_args;
+
+static v8_status prepare(int contract, lg_args *a, float *y, const float *w, const float *x,
+                         const float *bias, int64_t m, int64_t n, int64_t k) {
+    V8_REQUIRE(contract == V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT ||
+                   contract == V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT,
+               V8_ERR_UNKNOWN_SELECTOR);
+    V8_REQUIRE(y != NULL && w != NULL && x != NULL, V8_ERR_NULL_ARGUMENT); /* bias optional */
+    V8_REQUIRE(v8_ops_product_ok(n, k), V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(v8_ops_product_ok(m, k), V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(v8_ops_product_ok(m, n), V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(k <= INT32_MAX, V8_ERR_BAD_DIMENSION); /* ggml's dot length is an int */
+    a->y = y;
+    a->w = w;
+    a->x = x;
+    a->bias = bias;
+    a->m = m;
+    a->n = n;
+    a->k = k;
+    a->lane_route = m >= 2 && k % LG_LANES == 0 && n % 4 == 0;
+    return V8_OK;
+}
+
+static inline void put(const lg_args *a, int64_t mi, int64_t ni, float dot) {
+    a->y[mi * a->n + ni] = a->bias != NULL ? dot + a->bias[ni] : dot;
+}
+
+/* Elements of the block route's tail summed as product-then-add; the rest
+ * are fused. */
+static inline int64_t tail_plain(int64_t r) {
+    return r - r % 16 + (r % 16 >= 8 ? 8 : 0);
+}
+
+/* ---- scalar: the oracle, and the production fallback ---------------------- */
+
+static float halving16(float v[LG_LANES]) {
+    for (int h = LG_LANES / 2; h >= 1; h /= 2) {
+        for (int i = 0; i < h; ++i) {
+            v[i] = v[i] + v[i + h];
+        }
+    }
+    return v[0];
+}
+
+static float dot_lanes_scalar(const float *w, const float *x, int64_t k) {
+    float acc[LG_LANES] = {0};
+    for (int64_t l = 0; l < k; l += LG_LANES) {
+        for (int p = 0; p < LG_LANES; ++p) {
+            acc[p] = fmaf(w[l + p], x[l + p], acc[p]);
+        }
+    }
+    return halving16(acc);
+}
+
+static float tail_scalar(float s, const float *w, const float *x, int64_t k0, int64_t k) {
+    const int64_t plain = k0 + tail_plain(k - k0);
+    for (int64_t i = k0; i < k; ++i) {
+        if (i < plain) {
+            const float p = w[i] * x[i];
+            s = s + p;
+        } else {
+            s = fmaf(w[i], x[i], s);
+        }
+    }
+    return s;
+}
+
+static float dot_blocks_scalar(const float *w, const float *x, int64_t k) {
+    float acc[4][LG_LANES] = {{0}};
+    const int64_t k0 = k - k % LG_BLOCK;
+    for (int64_t i = 0; i < k0; i += LG_BLOCK) {
+        for (int j = 0; j < 4; ++j) {
+            for (int p = 0; p < LG_LANES; ++p) {
+                const int64_t e = i + j * LG_LANES + p;
+                acc[j][p] = fmaf(w[e], x[e], acc[j][p]);
+            }
+        }
+    }
+    for (int p = 0; p < LG_LANES; ++p) {
+        acc[0][p] = acc[0][p] + acc[2][p];
+        acc[1][p] = acc[1][p] + acc[3][p];
+        acc[0][p] = acc[0][p] + acc[1][p];
+    }
+    return tail_scalar(halving16(acc[0]), w, x, k0, k);
+}
+
+static void rows_scalar(const lg_args *a, int64_t n0, int64_t n1) {
+    for (int64_t mi = 0; mi < a->m; ++mi) {
+        const float *x = a->x + mi * a->k;
+        for (int64_t ni = n0; ni < n1; ++ni) {
+            const float *w = a->w + ni * a->k;
+            put(a, mi, ni, a->lane_route ? dot_lanes_scalar(w, x, a->k)
+                                         : dot_blocks_scalar(w, x, a->k));
+        }
+    }
+}
+
+/* ---- AVX-512: sixteen lanes in one register --------------------------------- */
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+
+/* Sixteen lanes as eight: v[i] + v[i+8]; then the shared 8 -> 1 tree. */
+static inline float tree8_avx(__m256 s8) {
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+static inline float tree16_avx512(__m512 v) {
+    __m256 lo = _mm512_castps512_ps256(v);
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    return tree8_avx(_mm256_add_ps(lo, hi));
+}
+
+static inline float tail_fused_avx(float s, const float *w, const float *x, int64_t k0,
+                                   int64_t k) {
+    const int64_t plain = k0 + tail_plain(k - k0);
+    for (int64_t i = k0; i < k; ++i) {
+        if (i < plain) {
+            const float p = w[i] * x[i];
+            s = s + p;
+        } else {
+            s = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(w[i]), _mm_set_ss(x[i]), _mm_set_ss(s)));
+        }
+    }
+    return s;
+}
+
+static float dot_blocks_avx512(const float *w, const float *x, int64_t k) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const int64_t k0 = k - k % LG_BLOCK;
+    for (int64_t i = 0; i < k0; i += LG_BLOCK) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 48), _mm512_loadu_ps(x + i + 48), a3);
+    }
+    a0 = _mm512_add_ps(a0, a2);
+    a1 = _mm512_add_ps(a1, a3);
+    a0 = _mm512_add_ps(a0, a1);
+    return tail_fused_avx(tree16_avx512(a0), w, x, k0, k);
+}
+
+/* Four weight rows by RN tokens; RN is a constant at every call site. */
+static inline __attribute__((always_inline)) void tile_avx512(const lg_args *a, int64_t n0,
+                                                              int64_t m0, const int rn) {
+    const int64_t k = a->k;
+    __m512 acc[4][4];
+    for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < 4; ++j) {
+            acc[i][j] = _mm512_setzero_ps();
+        }
+    }
+    const float *w = a->w + n0 * k;
+    const float *x = a->x + m0 * k;
+    for (int64_t l = 0; l < k; l += LG_LANES) {
+        __m512 wv[4];
+        for (int i = 0; i < 4; ++i) {
+            wv[i] = _mm512_loadu_ps(w + i * k + l);
+        }
+        for (int j = 0; j < rn; ++j) {
+            const __m512 xv = _mm512_loadu_ps(x + j * k + l);
+            for (int i = 0; i < 4; ++i) {
+                acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
+            }
+        }
+    }
+    for (int j = 0; j < rn; ++j) {
+        for (int i = 0; i < 4; ++i) {
+            put(a, m0 + j, n0 + i, tree16_avx512(acc[i][j]));
+        }
+    }
+}
+
+static void rows_avx512(const lg_args *a, int64_t n0, int64_t n1) {
+    if (a->lane_route) { /* n0, n1 are multiples of four here */
+        for (int64_t nb = n0; nb < n1; nb += 4) {
+            int64_t m0 = 0;
+            for (; m0 + 4 <= a->m; m0 += 4) {
+                tile_avx512(a, nb, m0, 4);
+            }
+            switch (a->m - m0) {
+            case 3: tile_avx512(a, nb, m0, 3); break;
+            case 2: tile_avx512(a, nb, m0, 2); break;
+            case 1: tile_avx512(a, nb, m0, 1); break;
+            default: break;
+            }
+        }
+        return;
+    }
+    for (int64_t mi = 0; mi < a->m; ++mi) {
+        const float *x = a->x + mi * a->k;
+        for (int64_t ni = n0; ni < n1; ++ni) {
+            put(a, mi, ni, dot_blocks_avx512(a->w + ni * a->k, x, a->k));
+        }
+    }
+}
+#pragma GCC pop_options
+
+/* ---- AVX2: sixteen lanes in two registers ----------------------------------- */
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+typedef struct lanes16 {
+    __m256 lo, hi; /* lanes 0-7, 8-15 */
+} lanes16;
+
+static inline lanes16 fma16(const float *w, const float *x, lanes16 c) {
+    c.lo = _mm256_fmadd_ps(_mm256_loadu_ps(w), _mm256_loadu_ps(x), c.lo);
+    c.hi = _mm256_fmadd_ps(_mm256_loadu_ps(w + 8), _mm256_loadu_ps(x + 8), c.hi);
+    return c;
+}
+
+static inline lanes16 add16(lanes16 a, lanes16 b) {
+    a.lo = _mm256_add_ps(a.lo, b.lo);
+    a.hi = _mm256_add_ps(a.hi, b.hi);
+    return a;
+}
+
+static inline float tree16_avx2(lanes16 v) {
+    __m256 s8 = _mm256_add_ps(v.lo, v.hi);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+static inline float tail_fused_avx2(float s, const float *w, const float *x, int64_t k0,
+                                    int64_t k) {
+    const int64_t plain = k0 + tail_plain(k - k0);
+    for (int64_t i = k0; i < k; ++i) {
+        if (i < plain) {
+            const float p = w[i] * x[i];
+            s = s + p;
+        } else {
+            s = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(w[i]), _mm_set_ss(x[i]), _mm_set_ss(s)));
+        }
+    }
+    return s;
+}
+
+static float dot_blocks_avx2(const float *w, const float *x, int64_t k) {
+    const __m256 z = _mm256_setzero_ps();
+    lanes16 a0 = {z, z}, a1 = a0, a2 = a0, a3 = a0;
+    const int64_t k0 = k - k % LG_BLOCK;
+    for (int64_t i = 0; i < k0; i += LG_BLOCK) {
+        a0 = fma16(w + i, x + i, a0);
+        a1 = fma16(w + i + 16, x + i + 16, a1);
+        a2 = fma16(w + i + 32, x + i + 32, a2);
+        a3 = fma16(w + i + 48, x + i + 48, a3);
+    }
+    a0 = add16(a0, a2);
+    a1 = add16(a1, a3);
+    a0 = add16(a0, a1);
+    return tail_fused_avx2(tree16_avx2(a0), w, x, k0, k);
+}
+
+/* Two weight rows by RN (1 or 2) tokens: eight accumulator registers. */
+static inline __attribute__((always_inline)) void tile_avx2(const lg_args *a, int64_t n0,
+                                                            int64_t m0, const int rn) {
+    const int64_t k = a->k;
+    const __m256 z = _mm256_setzero_ps();
+    lanes16 acc[2][2] = {{{z, z}, {z, z}}, {{z, z}, {z, z}}};
+    const float *w = a->w + n0 * k;
+    const float *x = a->x + m0 * k;
+    for (int64_t l = 0; l < k; l += LG_LANES) {
+        for (int j = 0; j < rn; ++j) {
+            for (int i = 0; i < 2; ++i) {
+                acc[i][j] = fma16(w + i * k + l, x + j * k + l, acc[i][j]);
+            }
+        }
+    }
+    for (int j = 0; j < rn; ++j) {
+        for (int i = 0; i < 2; ++i) {
+            put(a, m0 + j, n0 + i, tree16_avx2(acc[i][j]));
+        }
+    }
+}
+
+static void rows_avx2(const lg_args *a, int64_t n0, int64_t n1) {
+    if (a->lane_route) { /* n0, n1 are multiples of four here */
+        for (int64_t nb = n0; nb < n1; nb += 2) {
+            int64_t m0 = 0;
+            for (; m0 + 2 <= a->m; m0 += 2) {
+                tile_avx2(a, nb, m0, 2);
+            }
+            if (m0 < a->m) {
+                tile_avx2(a, nb, m0, 1);
+            }
+        }
+        return;
+    }
+    for (int64_t mi = 0; mi < a->m; ++mi) {
+        const float *x = a->x + mi * a->k;
+        for (int64_t ni = n0; ni < n1; ++ni) {
+            put(a, mi, ni, dot_blocks_avx2(a->w + ni * a->k, x, a->k));
+        }
+    }
+}
+#pragma GCC pop_options
+
+static void rows_best(const lg_args *a, int64_t n0, int64_t n1) {
+    const unsigned f = v8_cpu_features();
+    if ((f & V8_CPU_AVX512F) && (f & V8_CPU_FMA)) {
+        rows_avx512(a, n0, n1);
+    } else if ((f & V8_CPU_AVX2) && (f & V8_CPU_FMA)) {
+        rows_avx2(a, n0, n1);
+    } else {
+        rows_scalar(a, n0, n1);
+    }
+}
+
+/* ---- public functions --------------------------------------------------------- */
+
+v8_status v8_linear_f32_ggml_ref(int contract, float *y, const float *w, const float *x,
+                                 const float *bias, int64_t m, int64_t n, int64_t k) {
+    lg_args a;
+    v8_status st = prepare(contract, &a, y, w, x, bias, m, n, k);
+    if (st != V8_OK) {
+        return st;
+    }
+    rows_scalar(&a, 0, n);
+    return V8_OK;
+}
+
+v8_status v8_linear_f32_ggml(int contract, float *y, const float *w, const float *x,
+                             const float *bias, int64_t m, int64_t n, int64_t k) {
+    lg_args a;
+    v8_status st = prepare(contract, &a, y, w, x, bias, m, n, k);
+    if (st != V8_OK) {
+        return st;
+    }
+    rows_best(&a, 0, n);
+    return V8_OK;
+}
+
+typedef struct lg_job {
+    lg_args args;
+    v8_ops_chunks chunks; /* over units of LG_ROW_UNIT output rows */
+} lg_job;
+
+static void lg_task(void *ctx, int64_t task, int worker) {
+    (void)worker;
+    const lg_job *job = (const lg_job *)ctx;
+    int64_t u0, u1;
+    v8_ops_chunk_range(&job->chunks, task, &u0, &u1);
+    const int64_t n1 = u1 * LG_ROW_UNIT < job->args.n ? u1 * LG_ROW_UNIT : job->args.n;
+    rows_best(&job->args, u0 * LG_ROW_UNIT, n1);
+}
+
+v8_status v8_linear_f32_ggml_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                               const float *w, const float *x,
+                                               const float *bias, int64_t m, int64_t n,
+                                               int64_t k) {
+    V8_REQUIRE(pool != NULL, V8_ERR_NULL_ARGUMENT);
+    lg_job job;
+    v8_status st = prepare(contract, &job.args, y, w, x, bias, m, n, k);
+    if (st != V8_OK) {
+        return st;
+    }
+    /* Each output is computed whole by one task, with the same per-output
+     * arithmetic whichever rows share the task: the split changes no bit. */
+    const int64_t units = (n + LG_ROW_UNIT - 1) / LG_ROW_UNIT;
+    const int64_t macs_per_unit = LG_ROW_UNIT * m * k;
+    job.chunks = v8_ops_split(units, v8_threadpool_workers(pool),
+                              (int64_t)65536 / macs_per_unit);
+    return v8_parallel_for(pool, job.chunks.n_tasks, lg_task, &job);
+}

@@ -1,0 +1,347 @@
+"""Provider linear_ggml_fp32: fp32 linear / logits with llama.cpp's CPU mul_mat arithmetic.
+
+Contracts linear_fp32_ggml_16_lane_mul_mat and logits_fp32_ggml_16_lane_mul_mat (the same
+arithmetic; header runtime_c/linear_ggml/v8_linear_ggml.h spells it out):
+
+- the scalar oracle against an independent numpy model of the order (both routes, tails),
+- production against the oracle for every ISA variant (AVX-512, AVX2, scalar via the CPU mask),
+  also from a build with -march=native -ffp-contract=fast,
+- threadpool dispatch against the oracle at 1, 2, 3, 4, 8 workers,
+- ggml's own mul_mat (llama.cpp's libggml-cpu through GgmlOps) against the oracle, bit for bit,
+  at threads 1 and 2 over the decode and prefill batch sizes and model-like shapes,
+- argument checks that leave the output untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+from v8dialect.cbuild import BASE_CFLAGS, RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+from v8dialect.evidence import Outcome, Rung
+from v8dialect.paths import runtime_c_dir
+
+PROVIDER = "linear_ggml_fp32"
+CONTRACTS = ("linear_fp32_ggml_16_lane_mul_mat", "logits_fp32_ggml_16_lane_mul_mat")
+SELECTORS = ("V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT", "V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT")
+BOTH = "+".join(CONTRACTS)
+WORKERS = (1, 2, 3, 4, 8)
+F32 = np.float32
+
+# V8_CPU_* bits: AVX2 | FMA | F16C is an AVX2-only host
+AVX2_ONLY = (1 << 0) | (1 << 1) | (1 << 2)
+VARIANTS = {"avx512": 0xFFFFFFFF, "avx2": AVX2_ONLY, "scalar": 0}
+
+# (m, n, k): both routes, the lane route's conditions one at a time, block-route tails
+# of every kind (r % 64 in [1, 7], [8, 15], [16, 63]), k < 64
+ORACLE_CASES = [
+    (1, 36, 256), (2, 36, 256), (5, 40, 128), (3, 36, 48),      # lane route
+    (4, 38, 128), (3, 36, 100), (1, 20, 64),                      # block route, n % 4, k % 16
+    (2, 12, 57), (1, 12, 77), (3, 8, 95), (2, 8, 200), (1, 8, 7), (2, 9, 1), (1, 4, 136),
+    (6, 20, 16),
+]
+
+HEADER = "linear_ggml/v8_linear_ggml.h"
+PARALLEL_CDEF = """
+typedef void (*v8_task_fn)(void *ctx, int64_t task, int worker);
+v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, void *ctx);
+"""
+
+
+def header_cdef() -> str:
+    text = (runtime_c_dir() / HEADER).read_text()
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    lines = [ln for ln in text.splitlines()
+             if not ln.lstrip().startswith("#") and ln.strip() not in ('extern "C" {', "}")]
+    return "\n".join(lines)
+
+
+def make_build(name: str, cflags: tuple[str, ...]) -> ModuleType:
+    return build(CBuild(
+        name=name,
+        cdef=RUNTIME_CORE_CDEF + PARALLEL_CDEF + header_cdef(),
+        source=f'#include "v8_runtime.h"\n#include "{HEADER}"\n',
+        runtime_sources=tuple(RUNTIME_CORE_SOURCES) + ("linear_ggml/linear_ggml.c",),
+        cflags=cflags,
+    ))
+
+
+@pytest.fixture(scope="module")
+def lg() -> ModuleType:
+    return make_build("v8_linear_ggml_test", BASE_CFLAGS)
+
+
+@pytest.fixture(scope="module")
+def pools(lg: ModuleType) -> Iterator[dict[int, Any]]:
+    made = {w: lg.lib.v8_threadpool_create(w) for w in WORKERS}
+    assert all(p != lg.ffi.NULL for p in made.values())
+    yield made
+    for p in made.values():
+        lg.lib.v8_threadpool_destroy(p)
+
+
+@contextmanager
+def restricted(mod: ModuleType, mask: int) -> Iterator[None]:
+    mod.lib.v8_cpu_restrict(mask)
+    try:
+        yield
+    finally:
+        mod.lib.v8_cpu_restrict(0xFFFFFFFF)
+
+
+def call(mod: ModuleType, fn: str, sel: str, w: np.ndarray, x: np.ndarray,
+         bias: np.ndarray | None, pool: Any = None) -> np.ndarray:
+    m, k = x.shape
+    n = w.shape[0]
+    y = np.zeros((m, n), F32)
+    f = mod.ffi
+    args = [getattr(mod.lib, sel), f.cast("float *", y.ctypes.data),
+            f.cast("const float *", w.ctypes.data), f.cast("const float *", x.ctypes.data),
+            f.NULL if bias is None else f.cast("const float *", bias.ctypes.data), m, n, k]
+    if pool is not None:
+        args.insert(0, pool)
+    st = getattr(mod.lib, fn)(*args)
+    assert st == 0, mod.ffi.string(mod.lib.v8_status_name(st))
+    return y
+
+
+def data(rng: np.random.Generator, m: int, n: int, k: int,
+         bias: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    w = rng.standard_normal((n, k)).astype(F32)
+    x = rng.standard_normal((m, k)).astype(F32)
+    return w, x, (rng.standard_normal(n).astype(F32) if bias else None)
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> int:
+    """Number of outputs whose bit patterns differ."""
+    return int(np.count_nonzero(a.view(np.uint32) != b.view(np.uint32)))
+
+
+# ---- independent numpy model of the order ------------------------------------------------
+
+def fma32(a: Any, b: Any, c: Any) -> np.ndarray:
+    """Correctly rounded fp32 fused multiply-add, elementwise: the product is exact in fp64,
+    TwoSum gives the exact sum as s + e, and e decides the one case where rounding s to fp32
+    is not the rounding of s + e (s exactly halfway between two fp32 values)."""
+    a64 = np.asarray(a, F32).astype(np.float64)
+    b64 = np.asarray(b, F32).astype(np.float64)
+    c64 = np.asarray(c, F32).astype(np.float64)
+    p = a64 * b64
+    s = p + c64
+    bb = s - p
+    e = (p - (s - bb)) + (c64 - bb)
+    f = s.astype(F32)
+    lo = np.where(f.astype(np.float64) <= s, f, np.nextafter(f, F32(-np.inf)))
+    hi = np.nextafter(lo, F32(np.inf))
+    mid = (lo.astype(np.float64) + hi.astype(np.float64)) * 0.5
+    tie = (s == mid) & (e != 0) & np.isfinite(s)
+    return np.where(tie, np.where(e > 0, hi, lo), f).astype(F32)
+
+
+def halving_tree(v: np.ndarray) -> np.ndarray:
+    while v.shape[-1] > 1:
+        h = v.shape[-1] // 2
+        v = (v[..., :h] + v[..., h:]).astype(F32)
+    return v[..., 0]
+
+
+def model(w: np.ndarray, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    n, k = w.shape
+    m = x.shape[0]
+    W, X = w[None, :, :], x[:, None, :]
+    if m >= 2 and k % 16 == 0 and n % 4 == 0:
+        acc = np.zeros((m, n, 16), F32)
+        for l0 in range(0, k, 16):
+            acc = fma32(W[..., l0:l0 + 16], X[..., l0:l0 + 16], acc)
+        dot = halving_tree(acc)
+    else:
+        k0 = k - k % 64
+        acc4 = np.zeros((4, m, n, 16), F32)
+        for i in range(0, k0, 64):
+            for j in range(4):
+                sl = slice(i + 16 * j, i + 16 * j + 16)
+                acc4[j] = fma32(W[..., sl], X[..., sl], acc4[j])
+        a0 = ((acc4[0] + acc4[2]).astype(F32) + (acc4[1] + acc4[3]).astype(F32)).astype(F32)
+        dot = halving_tree(a0)
+        r = k - k0
+        plain = r - r % 16 + (8 if r % 16 >= 8 else 0)
+        for t in range(r):
+            i = k0 + t
+            if t < plain:
+                dot = (dot + (W[..., i] * X[..., i]).astype(F32)).astype(F32)
+            else:
+                dot = fma32(W[..., i], X[..., i], dot)
+    return dot if bias is None else (dot + bias[None, :]).astype(F32)
+
+
+def test_numpy_fma_model_is_correctly_rounded() -> None:
+    import ctypes
+    import ctypes.util
+    libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+    libm.fmaf.restype = ctypes.c_float
+    libm.fmaf.argtypes = [ctypes.c_float] * 3
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((2, 20000)).astype(F32)
+    c = (rng.standard_normal(20000) * 1e-7).astype(F32)
+    want = np.array([libm.fmaf(float(p), float(q), float(r)) for p, q, r in zip(a, b, c)], F32)
+    assert same_bits(fma32(a, b, c), want) == 0
+
+
+# ---- oracle vs model ------------------------------------------------------------------------
+
+def test_oracle_matches_numpy_model(lg: ModuleType, evidence: Callable[..., Any]) -> None:
+    rng = np.random.default_rng(11)
+    figures = []
+    for ci, (m, n, k) in enumerate(ORACLE_CASES):
+        w, x, b = data(rng, m, n, k, bias=ci % 3 == 0)
+        want = model(w, x, b)
+        for sel in SELECTORS:
+            got = call(lg, "v8_linear_f32_ggml_ref", sel, w, x, b)
+            figures.append({"m": m, "n": n, "k": k, "bias": b is not None, "selector": sel,
+                            "differing": same_bits(got, want)})
+    ok = all(f["differing"] == 0 for f in figures)
+    evidence(Rung.ORACLE, ok, contract=BOTH, provider=PROVIDER, oracle="v8_linear_f32_ggml_ref",
+             model="test/runtime_c/ops/test_linear_ggml.py::model", cases=figures)
+    assert ok, [f for f in figures if f["differing"]]
+
+
+# ---- production and threadpool vs oracle ------------------------------------------------------
+
+PRODUCTION_CASES = ORACLE_CASES + [(1, 896, 896), (7, 512, 256), (17, 300, 1024),
+                                   (3, 1000, 64), (2, 998, 320), (1, 4099, 131)]
+
+
+def test_production_matches_oracle(lg: ModuleType, evidence: Callable[..., Any]) -> None:
+    native = make_build("v8_linear_ggml_native",
+                        BASE_CFLAGS + ("-std=gnu11", "-march=native", "-ffp-contract=fast", "-O3"))
+    rng = np.random.default_rng(12)
+    figures: dict[str, int] = {}
+    for ci, (m, n, k) in enumerate(PRODUCTION_CASES):
+        w, x, b = data(rng, m, n, k, bias=ci % 2 == 0)
+        for sel in SELECTORS[: 1 + (ci == 0)]:
+            want = call(lg, "v8_linear_f32_ggml_ref", sel, w, x, b)
+            for build_name, mod in (("base", lg), ("native_fp_contract_fast", native)):
+                if build_name != "base":
+                    got = call(mod, "v8_linear_f32_ggml_ref", sel, w, x, b)
+                    key = f"{build_name}/oracle"
+                    figures[key] = figures.get(key, 0) + same_bits(got, want)
+                for isa, mask in VARIANTS.items():
+                    with restricted(mod, mask):
+                        got = call(mod, "v8_linear_f32_ggml", sel, w, x, b)
+                    key = f"{build_name}/{isa}"
+                    figures[key] = figures.get(key, 0) + same_bits(got, want)
+    ok = all(v == 0 for v in figures.values())
+    evidence(Rung.PRODUCTION, ok, contract=BOTH, provider=PROVIDER,
+             production="v8_linear_f32_ggml", best_isa=int(lg.lib.v8_cpu_best_isa()),
+             differing_outputs=figures, cases=len(PRODUCTION_CASES))
+    assert ok, figures
+
+
+def test_threadpool_matches_oracle(lg: ModuleType, pools: dict[int, Any],
+                                   evidence: Callable[..., Any]) -> None:
+    rng = np.random.default_rng(13)
+    figures: dict[str, int] = {}
+    for ci, (m, n, k) in enumerate(PRODUCTION_CASES):
+        w, x, b = data(rng, m, n, k, bias=ci % 2 == 1)
+        want = call(lg, "v8_linear_f32_ggml_ref", SELECTORS[ci % 2], w, x, b)
+        for workers, pool in pools.items():
+            for isa in ("avx512", "avx2"):
+                with restricted(lg, VARIANTS[isa]):
+                    got = call(lg, "v8_linear_f32_ggml_parallel_dispatch", SELECTORS[ci % 2],
+                               w, x, b, pool=pool)
+                key = f"{workers}/{isa}"
+                figures[key] = figures.get(key, 0) + same_bits(got, want)
+    ok = all(v == 0 for v in figures.values())
+    evidence(Rung.THREADPOOL, ok, contract=BOTH, provider=PROVIDER,
+             threadpool="v8_linear_f32_ggml_parallel_dispatch", partition="independent_rows",
+             differing_outputs=figures)
+    assert ok, figures
+
+
+# ---- external: llama.cpp's ggml --------------------------------------------------------------
+
+GGML_M = (1, 2, 7, 8, 16, 63, 64, 65, 300)
+GGML_SHAPES = ((512, 256), (256, 256), (1024, 1024), (896, 896), (151936, 64))
+# shapes off the lane route or with block-route tails (not in a test model, but in the contract)
+GGML_EXTRA = ((2, 64, 100), (5, 64, 77), (1, 96, 95), (4, 62, 128), (3, 60, 128), (1, 40, 8),
+              (2, 96, 57), (1, 96, 200))
+ORACLE_MACS = 3e8  # above this many multiply-adds per case the validated threadpool run stands in
+
+
+def ggml_ops_or_unresolved(evidence: Callable[..., Any]) -> Any:
+    try:
+        from v8dialect.parity.ggml_ops import GgmlOps
+        return GgmlOps(mem_bytes=1 << 29)
+    except Exception as exc:  # llama-cpp-python (the 'oracle' extra) missing or unloadable
+        evidence(Rung.EXTERNAL, Outcome.UNRESOLVED, contract=BOTH, provider=PROVIDER,
+                 backend="llama.cpp ggml (GgmlOps)", reason=str(exc))
+        pytest.fail(f"llama.cpp's ggml is not loadable: {exc} (recorded as unresolved)")
+
+
+def test_matches_llama_cpp_ggml(lg: ModuleType, pools: dict[int, Any],
+                                evidence: Callable[..., Any]) -> None:
+    g = ggml_ops_or_unresolved(evidence)
+    rng = np.random.default_rng(14)
+    cases = [(m, n, k) for n, k in GGML_SHAPES for m in GGML_M] + list(GGML_EXTRA)
+    figures = []
+    for m, n, k in cases:
+        w, x, _ = data(rng, m, n, k)
+        if m * n * k <= ORACLE_MACS:
+            ours, by = call(lg, "v8_linear_f32_ggml_ref", SELECTORS[0], w, x, None), "oracle"
+        else:
+            ours = call(lg, "v8_linear_f32_ggml_parallel_dispatch", SELECTORS[0], w, x, None,
+                        pool=pools[2])
+            by = "threadpool_2"
+        for threads in (1, 2):
+            theirs = g.mul_mat(w, "f32", x, k, threads=threads)
+            route = "lane" if m >= 2 and k % 16 == 0 and n % 4 == 0 else "block"
+            figures.append({"m": m, "n": n, "k": k, "threads": threads, "route": route,
+                            "ours": by, "differing": same_bits(ours, theirs)})
+        del theirs, ours
+    ok = all(f["differing"] == 0 for f in figures)
+    evidence(Rung.EXTERNAL, ok, contract=BOTH, provider=PROVIDER,
+             backend="llama.cpp ggml mul_mat f32 x f32 (llama-cpp-python libggml-cpu)",
+             cases=figures)
+    assert ok, [f for f in figures if f["differing"]]
+
+
+# ---- argument checks -------------------------------------------------------------------------
+
+def test_argument_checks_leave_output_untouched(lg: ModuleType, pools: dict[int, Any],
+                                                evidence: Callable[..., Any]) -> None:
+    f, lib = lg.ffi, lg.lib
+    w = np.ones((8, 16), F32)
+    x = np.ones((2, 16), F32)
+    y = np.full((2, 8), 7.0, F32)
+    yp = f.cast("float *", y.ctypes.data)
+    wp = f.cast("const float *", w.ctypes.data)
+    xp = f.cast("const float *", x.ctypes.data)
+    sel = lib.V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT
+    bad = {
+        "unknown_selector": ((0x501, yp, wp, xp, f.NULL, 2, 8, 16), 3),
+        "null_y": ((sel, f.NULL, wp, xp, f.NULL, 2, 8, 16), 1),
+        "null_w": ((sel, yp, f.NULL, xp, f.NULL, 2, 8, 16), 1),
+        "null_x": ((sel, yp, wp, f.NULL, f.NULL, 2, 8, 16), 1),
+        "m_zero": ((sel, yp, wp, xp, f.NULL, 0, 8, 16), 2),
+        "n_negative": ((sel, yp, wp, xp, f.NULL, 2, -8, 16), 2),
+        "k_zero": ((sel, yp, wp, xp, f.NULL, 2, 8, 0), 2),
+        "overflow": ((sel, yp, wp, xp, f.NULL, 1 << 40, 1 << 40, 16), 2),
+    }
+    seen = {}
+    for name, (args, want) in bad.items():
+        for fn in ("v8_linear_f32_ggml_ref", "v8_linear_f32_ggml"):
+            seen[f"{fn}/{name}"] = int(getattr(lib, fn)(*args)) == want and bool(np.all(y == 7))
+        st = lib.v8_linear_f32_ggml_parallel_dispatch(pools[2], *args)
+        seen[f"parallel/{name}"] = int(st) == want and bool(np.all(y == 7))
+    st = lib.v8_linear_f32_ggml_parallel_dispatch(f.NULL, sel, yp, wp, xp, f.NULL, 2, 8, 16)
+    seen["parallel/null_pool"] = int(st) == 1 and bool(np.all(y == 7))
+    ok = all(seen.values())
+    evidence(Rung.PRODUCTION, ok, contract=BOTH, provider=PROVIDER,
+             what="argument checks leave the output untouched", checks=seen)
+    assert ok, {k: v for k, v in seen.items() if not v}
