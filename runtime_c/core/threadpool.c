@@ -2,7 +2,13 @@
  * jobs; a job is a task range claimed through an atomic counter, and the
  * caller (worker 0) works on it too.  Task-to-worker assignment is dynamic:
  * kernels make results independent of it by giving every task disjoint
- * outputs or its own partial slot. */
+ * outputs or its own partial slot.
+ *
+ * A pool holds one job at a time.  Callers on several threads may share a
+ * pool (a Program keeps one per worker count): each v8_parallel_for holds the
+ * pool's dispatch mutex from publishing its job until its helpers are done,
+ * so jobs run one after another, never mixed.  A task that dispatches on the
+ * pool it is running on would wait for itself; it gets V8_ERR_BAD_THREADING. */
 #define _POSIX_C_SOURCE 200809L
 #include "v8_runtime.h"
 
@@ -12,6 +18,7 @@
 struct v8_threadpool {
     int n_workers;
     pthread_t *threads;
+    pthread_mutex_t dispatch; /* held by the caller for a whole job */
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_cond_t done;
@@ -30,14 +37,20 @@ typedef struct {
     int worker;
 } worker_arg;
 
+/* The pool whose job this thread is working on, if any. */
+static _Thread_local const v8_threadpool *inside_job;
+
 static void run_tasks(v8_threadpool *pool, int worker) {
+    const v8_threadpool *outer = inside_job;
+    inside_job = pool;
     for (;;) {
         int64_t t = __atomic_fetch_add(&pool->next_task, 1, __ATOMIC_RELAXED);
         if (t >= pool->n_tasks) {
-            return;
+            break;
         }
         pool->fn(pool->ctx, t, worker);
     }
+    inside_job = outer;
 }
 
 /* Decode runs many short jobs back to back: a worker that goes to sleep the
@@ -110,6 +123,7 @@ static void free_pool(v8_threadpool *pool) {
     pthread_cond_destroy(&pool->done);
     pthread_cond_destroy(&pool->wake);
     pthread_mutex_destroy(&pool->lock);
+    pthread_mutex_destroy(&pool->dispatch);
     free(pool->threads);
     free(pool);
 }
@@ -124,6 +138,7 @@ v8_threadpool *v8_threadpool_create(int n_workers) {
     }
     pool->n_workers = n_workers;
     pool->threads = calloc((size_t)n_workers, sizeof *pool->threads);
+    pthread_mutex_init(&pool->dispatch, NULL);
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->wake, NULL);
     pthread_cond_init(&pool->done, NULL);
@@ -163,6 +178,8 @@ v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, v
     if (n_tasks == 0) {
         return V8_OK;
     }
+    V8_REQUIRE(inside_job != pool, V8_ERR_BAD_THREADING);
+    pthread_mutex_lock(&pool->dispatch);
     pthread_mutex_lock(&pool->lock);
     pool->fn = fn;
     pool->ctx = ctx;
@@ -181,5 +198,6 @@ v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, v
         pthread_cond_wait(&pool->done, &pool->lock);
     }
     pthread_mutex_unlock(&pool->lock);
+    pthread_mutex_unlock(&pool->dispatch);
     return V8_OK;
 }
