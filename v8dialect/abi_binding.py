@@ -146,6 +146,12 @@ def _dims_elementwise(op: KernelOp) -> dict[str, Attribute]:
     return {"n": IntegerAttr(_product(shape_of(op.buffer("x"))), i64)}
 
 
+def _dims_rows(op: KernelOp) -> dict[str, Attribute]:
+    """Row count and row length: a gated activation's arithmetic restarts at every row."""
+    dims = shape_of(op.buffer("lhs"))
+    return {"n_rows": IntegerAttr(_product(dims[:-1]), i64), "n": IntegerAttr(dims[-1], i64)}
+
+
 def _dims_patch_merge(op: KernelOp) -> dict[str, Attribute]:
     t, e = shape_of(op.buffer("x"))
     return {"n_tokens": IntegerAttr(t, i64), "dim": IntegerAttr(e, i64)}
@@ -166,6 +172,8 @@ DIMENSIONS: Mapping[str, Callable[[KernelOp], dict[str, Attribute]]] = {
     "layer_norm": _dims_rmsnorm,
     "gelu": _dims_elementwise,
     "patch_merge": _dims_patch_merge,
+    "swiglu": _dims_rows,
+    "geglu": _dims_rows,
 }
 
 

@@ -57,12 +57,12 @@ from v8dialect.attributes import (
     PhaseAttr,
     Q4KType,
     Q6KType,
-    Q80Type,
-    Q50Type,
     Q40Type,
+    Q50Type,
+    Q80Type,
     RequirementAttr,
 )
-from v8dialect.circuits import Choice, Circuit, OpTemplate, load_circuit
+from v8dialect.circuits import MANIFEST_SELECTORS, Choice, Circuit, OpTemplate, load_circuit
 from v8dialect.contract_ir import to_attr
 from v8dialect.contracts import ContractRegistry, load_registry
 from v8dialect.jsondata import DataError
@@ -361,13 +361,15 @@ class FunctionBuilder:
     # -- requirements -------------------------------------------------------------------
 
     def choose(self, op: OpTemplate, weight_type: str | None) -> Choice:
-        facts = {"kv_cache_dtype": str(self.manifest.get("kv_cache_dtype"))}
+        facts = {key: str(self.manifest.get(key)) for key in MANIFEST_SELECTORS
+                 if self.manifest.get(key) is not None}
         if weight_type is not None:
             facts["weight_type"] = weight_type
         choices = op.contracts[self.phase]
         active = [c for c in choices if c.matches(facts)]
         if len(active) != 1:
-            shown = ", ".join(f"{k} = {v}" for k, v in sorted(facts.items()))
+            asked = {key for c in choices for key, _ in c.when}  # what the choices depend on
+            shown = ", ".join(f"{k} = {v}" for k, v in sorted(facts.items()) if k in asked)
             offered = "; ".join(c.describe() for c in choices)
             count = "no" if not active else f"{len(active)}"
             raise self.conflict(

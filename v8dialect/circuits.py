@@ -49,7 +49,12 @@ CIRCUIT_OPS = (*vocab.KERNEL_OPS, "reshape", *PLANNED_OPS)
 SELECTOR_VALUES: Mapping[str, tuple[str, ...]] = {
     "kv_cache_dtype": ("f32", "f16", "bf16"),
     "weight_type": vocab.DTYPES,
+    # whose elementwise arithmetic the activations reproduce: the vector code of ggml's CPU
+    # backend (llama.cpp) or one libm call per element
+    "elementwise_arithmetic": ("ggml_cpu", "libm"),
 }
+# Selector keys read from the manifest (weight_type comes from the op's weight tensor).
+MANIFEST_SELECTORS = ("kv_cache_dtype", "elementwise_arithmetic")
 
 # Value names that exist before the first op of a section runs.
 PREDEFINED: Mapping[str, tuple[str, ...]] = {

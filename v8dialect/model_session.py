@@ -1,13 +1,13 @@
 """Run the program v8 builds from a GGUF file, phase after phase, on that file's weights.
 
-    session = ModelSession.open(Path("model.gguf"), "qwen3", prefill_tokens=16, kv_capacity=1024)
+    session = ModelSession.open(Path("model.gguf"), "<circuit>", prefill_tokens=16, kv_capacity=1024)
     logits = session.prefill(tokens, workers=1).logits        # [T, vocab]
     logits = session.decode(next_token, workers=1).logits     # [1, vocab]
 
 The session keeps what a model keeps between phases: the KV caches and the recurrent
 states, written in place by the program, and the number of positions already seen.
 Weights are the file's own tensors (memory-mapped; fp32 tensors that the IR loads with
-a transform, such as Gemma's (1 + w) norms, are transformed once in fp32).
+a transform, such as (1 + w) norm weights, are transformed once in fp32).
 
 A checkpoint session (``checkpoints=True``) builds the same program with
 ``keep-checkpoints``: every op's output is returned too, by node name.

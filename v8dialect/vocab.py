@@ -57,18 +57,29 @@ ATTENTION_FIELDS: Mapping[str, tuple[str, ...]] = {
 # ---- quantized linear ----------------------------------------------------
 
 LINEAR_FIELDS: Mapping[str, tuple[str, ...]] = {
-    "weight_format": ("q4_k", "q6_k", "q8_0", "q5_0", "q4_0"),
+    "weight_format": ("q4_k", "q6_k", "q8_0", "q5_0", "q4_0", "q5_k"),
     "activation_format": ("q8_k", "q8_0"),
     "activation_quantizer": ("q8_k_reference_round_half_even", "q8_0_x86_simd_round_half_even"),
     "integer_accumulator": (
         "int32_per_32_group_times_6bit_scale",
         "int32_per_16_group_times_int8_scale_offset_by_bsums",
         "int32_4_element_lanes_per_32_block",
+        "int32_per_super_block_6bit_scale_times_32_group_dot",
+        "int32_per_super_block_int8_scale_times_16_group_dot_offset_by_bsums",
     ),
-    "float_accumulator": ("fp32_8_lanes_fma", "fp32_8_lanes_fma_block_factor_fp16_product"),
-    "min_correction": ("none", "bsums_fp32_4_lanes_times_neg_dmin", "int32_32_times_scale_bsums"),
+    "float_accumulator": (
+        "fp32_8_lanes_fma",
+        "fp32_8_lanes_fma_block_factor_fp16_product",
+        "fp32_one_chain_per_output_fma_super_block_value_times_activation_d",
+    ),
+    "min_correction": (
+        "none",
+        "bsums_fp32_4_lanes_times_neg_dmin",
+        "int32_32_times_scale_bsums",
+        "int32_mins_bsums_fp32_fnmadd_dmin_per_super_block",
+    ),
     "super_block_order": ("ascending",),
-    "horizontal_order": ("x86_lane_tree_of_isa",),
+    "horizontal_order": ("x86_lane_tree_of_isa", "none_exact_int32_lane_sums"),
     "bias": ("none", "after_complete_dot"),
     "partial_accumulator": ("none", "fp32"),
     "merge_order": ("none", "ascending"),
@@ -121,6 +132,8 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
         "gelu_tanh",
         "rotate_vision_sections",
         "concat_rows_copy",
+        "silu_ggml_vexp_row_blocks_times_up",
+        "gelu_fp16_table_clamped_times_up",
     ),
     "transcendentals": (
         "none",
@@ -129,6 +142,8 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
         "expf",
         "tanhf",
         "expf_logf_sqrtf",
+        "ggml_vexpf_isa_blocks_expf_tail",
+        "tanhf_fp16_table",
     ),
 }
 
@@ -156,6 +171,7 @@ ROUNDING_POINTS = (
     "fp32_centered_value",
     "fp32_variance",
     "fp32_biased_value",
+    "fp16_table_lookup",
 )
 
 # ---- partitions ----------------------------------------------------------

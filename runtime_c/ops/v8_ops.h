@@ -51,7 +51,9 @@ enum {
     V8_LAYER_NORM_FP32_FP64_SUM_ASCENDING_BIAS = 0x102,
     V8_GELU_FP32_TANH = 0x704,
     V8_VISION_ROPE_FP32_ITERATIVE_THETA_2D_SECTIONS = 0x313,
-    V8_PATCH_MERGE_2X2_EXACT_COPY = 0x902
+    V8_PATCH_MERGE_2X2_EXACT_COPY = 0x902,
+    V8_SWIGLU_FP32_GGML_VEXP = 0x705,
+    V8_GEGLU_FP32_GGML_FP16_TABLE = 0x706
 };
 
 /* ---- RMSNorm: provider rmsnorm_fp32 -----------------------------------------
@@ -191,6 +193,31 @@ v8_status v8_residual_add_f32_ref(int contract, float *y, const float *a, const 
                                   int64_t n);
 v8_status v8_swiglu_f32_ref(int contract, float *y, const float *g, const float *u, int64_t n);
 v8_status v8_geglu_f32_ref(int contract, float *y, const float *g, const float *u, int64_t n);
+
+/* ---- gated activations as llama.cpp computes them: providers swiglu_fp32_ggml, geglu_fp32_ggml
+ * gate = lhs, up = rhs, [n_rows][n]; y may not alias an input.
+ *   swiglu_fp32_ggml_vexp: per row, blocks of W = 16 (AVX-512) or 8 (AVX2, and the scalar
+ *     variant) elements from the row's start take ggml's polynomial exp of that ISA,
+ *     silu = x / (1 + vexp(0 - x)); the last n % W elements take x / (1 + expf(-x));
+ *     y = silu * u.  W is the width of the ISA v8_cpu_best_isa() reports.
+ *   geglu_fp32_ggml_fp16_table: g <= -10 -> 0; g >= 10 -> g * u; else
+ *     y = f16_to_f32(T[f32_to_f16(g)]) * u, T[h] = f32_to_f16(gelu(f16_to_f32(h))) with
+ *     gelu(x) = (0.5f*x) * (1 + tanhf((C*x) * fmaf(A*x, x, 1))). */
+v8_status v8_swiglu_ggml_f32_ref(int contract, float *y, const float *lhs, const float *rhs,
+                                 int64_t n_rows, int64_t n);
+v8_status v8_swiglu_ggml_f32(int contract, float *y, const float *lhs, const float *rhs,
+                             int64_t n_rows, int64_t n);
+v8_status v8_swiglu_ggml_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                               const float *lhs, const float *rhs, int64_t n_rows,
+                                               int64_t n);
+v8_status v8_geglu_ggml_f32_ref(int contract, float *y, const float *lhs, const float *rhs,
+                                int64_t n_rows, int64_t n);
+v8_status v8_geglu_ggml_f32(int contract, float *y, const float *lhs, const float *rhs,
+                            int64_t n_rows, int64_t n);
+v8_status v8_geglu_ggml_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                              const float *lhs, const float *rhs, int64_t n_rows,
+                                              int64_t n);
+const uint16_t *v8_geglu_ggml_table(void);
 
 /* ---- KV cache store: kv_store_f16_round_nearest_even ---------------------
  * rows: fp32 [n_tokens][n_head_kv][head_dim]; cache: fp16 bits

@@ -8,7 +8,7 @@
 // CHECK-LABEL: func.func @prefill(%tokens: tensor<16xi32>, %token_embd.weight: tensor<512x256xf32> {v8.tensor = "token_embd.weight", v8.weight_scale = 1.600000e+01 : f32}
 // CHECK: v8.rope "blk.0.rope_q" prefill {{.*}} base 1.000000e+04
 // CHECK: v8.rmsnorm "blk.0.post_attention_norm" prefill
-// CHECK: v8.geglu "blk.0.ffn_act" prefill {{.*}} #v8.op_contract<"geglu_fp32_tanh"
+// CHECK: v8.geglu "blk.0.ffn_act" prefill {{.*}} #v8.op_contract<"geglu_fp32_ggml_fp16_table"
 // CHECK: v8.rmsnorm "blk.0.post_ffw_norm" prefill
 // CHECK: v8.rope "blk.5.rope_q" prefill {{.*}} base 1.000000e+06
 // CHECK: v8.logits "output" prefill %final, %token_embd.weight_1 contract

@@ -32,6 +32,14 @@ def cc() -> str:
     return compiler
 
 
+# Sources whose contracts are written in fused multiply-adds: the fusions are explicit
+# (fmaf and FMA intrinsics), contraction of anything else stays off.
+FUSED_BY_CONTRACT = {
+    "glu_ggml.c": "swiglu_fp32_ggml_vexp: ggml's polynomial exp is a chain of FMAs; "
+                  "geglu_fp32_ggml_fp16_table: the table's 1 + (A x) x is one FMA",
+}
+
+
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_sources_compile_warning_free(tmp_path: Path, config: str) -> None:
     for src in SOURCES:
@@ -40,7 +48,7 @@ def test_sources_compile_warning_free(tmp_path: Path, config: str) -> None:
                str(src), "-o", str(obj)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         assert proc.returncode == 0, (" ".join(cmd), proc.stderr)
-        if src.parent.name == "ops" and shutil.which("objdump"):
+        if src.parent.name == "ops" and src.name not in FUSED_BY_CONTRACT and shutil.which("objdump"):
             asm = subprocess.run(["objdump", "-d", str(obj)], capture_output=True,
                                  text=True).stdout
             fused = re.findall(r"\bvfn?m(add|sub)\w*", asm)
@@ -61,7 +69,7 @@ def test_header_compiles_as_cxx(tmp_path: Path) -> None:
 
 MAP_KEYS_COMMON = {"schema", "id", "status", "description", "op", "phases", "dtypes", "layout",
                    "contracts", "isa_dispatch", "threading", "constraints"}
-MAP_KEYS_CALL = MAP_KEYS_COMMON | {"functions", "header", "sources", "abi"}
+MAP_KEYS_CALL = MAP_KEYS_COMMON | {"functions", "header", "sources", "abi", "lane_trees"}
 MAP_KEYS_INLINE = MAP_KEYS_COMMON | {"emission"}
 
 
