@@ -249,9 +249,10 @@ static v8_status check_split(const v8_attn_args *a, int workers) {
     /* decode only: one query row at the last valid position */
     V8_REQUIRE(a->n_q == 1 && a->causal == 1 && a->q_pos0 == a->kv_len - 1, V8_ERR_BAD_DIMENSION);
     V8_REQUIRE(workers >= 1 && workers <= V8_MAX_WORKERS, V8_ERR_BAD_THREADING);
-    int chunks = split_chunks(a->kv_len, workers);
-    if (chunks > 1) {
-        size_t need = (size_t)a->n_head * (size_t)chunks * split_partial_bytes(a->head_dim);
+    /* The size function cannot see kv_len, so the check asks for what it says even when a
+     * short cache runs as one chunk: the two always agree. */
+    const size_t need = v8_attn_online_split_scratch_bytes(a->n_q, a->n_head, a->head_dim, workers);
+    if (need > 0) {
         V8_REQUIRE(a->scratch != NULL, V8_ERR_NULL_ARGUMENT);
         V8_REQUIRE(a->scratch_bytes >= need, V8_ERR_BAD_DIMENSION);
     }
