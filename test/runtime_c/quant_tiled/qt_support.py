@@ -134,6 +134,19 @@ def make_activation(m: int, k: int, seed: int) -> np.ndarray:
     return x
 
 
+def random_blocks(fmt: str, n: int, k: int, seed: int) -> np.ndarray:
+    """Random weight blocks whose fp16 scales are finite and positive."""
+    rng = np.random.default_rng(seed)
+    nb, size = k // QK_K, BLOCK_BYTES[fmt]
+    raw = rng.integers(0, 256, size=(n, nb, size), dtype=np.uint8)
+    scales = rng.uniform(1e-4, 1e-2, size=(n, nb, 2)).astype(np.float16).view(np.uint8)
+    if fmt == "q6_k":
+        raw[..., 208:210] = scales[..., 0:2]
+    else:
+        raw[..., 0:4] = scales
+    return raw.reshape(n, nb * size)
+
+
 def bitexact(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
     ai = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
     bi = np.ascontiguousarray(b, dtype=np.float32).view(np.uint32)
