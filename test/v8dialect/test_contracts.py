@@ -49,6 +49,9 @@ def test_packaged_registries_load_with_every_family() -> None:
         "q8_0_x_q8_0_fp32_block_order",
         "q5_0_x_q8_0_fp32_block_order",
         "q4_0_x_q8_0_fp32_block_order",
+        "q4_k_x_q8_k_fp32_super_block_fma_chain",
+        "q6_k_x_q8_k_fp32_super_block_fma_chain",
+        "q5_k_x_q8_k_fp32_super_block_fma_chain",
     }
     ops = {c.op for c in registry.contracts.values() if c.family == "op"}
     assert {"rmsnorm", "qk_norm", "rope", "swiglu", "geglu", "residual_add", "embedding",
