@@ -77,6 +77,13 @@ class Q6KType(ParametrizedAttribute, TypeAttribute):
 
 
 @irdl_attr_definition
+class Q5KType(ParametrizedAttribute, TypeAttribute):
+    """ggml Q5_K: 256 weights in 176 bytes (fp16 d, dmin; 6-bit scales/mins; nibbles; fifth bits)."""
+
+    name = "v8.q5_k"
+
+
+@irdl_attr_definition
 class Q80Type(ParametrizedAttribute, TypeAttribute):
     """ggml Q8_0: 32 weights in 34 bytes (fp16 d, 32 int8 levels)."""
 
@@ -608,6 +615,7 @@ ATTRIBUTES: list[type[Attribute]] = [
     MaskAttr,
     Q4KType,
     Q6KType,
+    Q5KType,
     Q80Type,
     Q50Type,
     Q40Type,

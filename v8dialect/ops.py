@@ -52,6 +52,7 @@ from v8dialect.attributes import (
     Phase,
     PhaseAttr,
     Q4KType,
+    Q5KType,
     Q6KType,
     Q80Type,
     Q50Type,
@@ -62,7 +63,7 @@ from v8dialect.attributes import (
 
 QK_BLOCK = 256  # weights per K-quant super-block
 # weights per block of each quantized weight type (K must be a multiple)
-BLOCK_ELEMENTS = {"q4_k": QK_BLOCK, "q6_k": QK_BLOCK, "q8_0": 32, "q5_0": 32, "q4_0": 32}
+BLOCK_ELEMENTS = {"q4_k": QK_BLOCK, "q5_k": QK_BLOCK, "q6_k": QK_BLOCK, "q8_0": 32, "q5_0": 32, "q4_0": 32}
 
 _TAIL = (
     "(`execution` qualified($execution)^)? (`requirement` qualified($requirement)^)? "
@@ -82,6 +83,8 @@ def dtype_name(element: Attribute) -> str:
             return "q4_k"
         case Q6KType():
             return "q6_k"
+        case Q5KType():
+            return "q5_k"
         case Q80Type():
             return "q8_0"
         case Q50Type():

@@ -77,6 +77,7 @@ LINEAR_FIELDS: Mapping[str, tuple[str, ...]] = {
         "bsums_fp32_4_lanes_times_neg_dmin",
         "int32_32_times_scale_bsums",
         "int32_mins_bsums_fp32_fnmadd_dmin_per_super_block",
+        "bsums_fp32_scalar_fma_sum_times_neg_dmin_after_tree",
     ),
     "super_block_order": ("ascending",),
     "horizontal_order": ("x86_lane_tree_of_isa", "none_exact_int32_lane_sums"),
@@ -220,7 +221,7 @@ COMPOSITE_SELECTORS = ("query_batch",)
 # ---- kernel maps ---------------------------------------------------------
 
 KERNEL_OPS = ("attention",) + DECODER_OPS
-DTYPES = ("f32", "f16", "bf16", "q4_k", "q6_k", "q8_k", "q8_0", "q5_0", "q4_0", "i32")
+DTYPES = ("f32", "f16", "bf16", "q4_k", "q5_k", "q6_k", "q8_k", "q8_0", "q5_0", "q4_0", "i32")
 LAYOUTS = ("contiguous", "row_blocks", "head_major_strided", "token_major", "head_major")
 ISA_DISPATCH_KINDS = ("runtime", "compile_time", "scalar")
 ISA_VARIANTS = ("avx512", "avx2", "scalar")

@@ -20,33 +20,33 @@ typedef void (*ql0_quant_fn)(const float *x, v8_block_q8_0 *y, int64_t rows, int
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 #define QL_FN(name) name##_avx2
-#define QL0_WIDE 0
+#define QL_PAIR_WIDE 0
 #define QL_VNNI 0
 #include "quant/q0_kernels.inc"
 #undef QL_FN
-#undef QL0_WIDE
+#undef QL_PAIR_WIDE
 #undef QL_VNNI
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 #define QL_FN(name) name##_avx512
-#define QL0_WIDE 1
+#define QL_PAIR_WIDE 1
 #define QL_VNNI 0
 #include "quant/q0_kernels.inc"
 #undef QL_FN
-#undef QL0_WIDE
+#undef QL_PAIR_WIDE
 #undef QL_VNNI
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
 #define QL_FN(name) name##_avx512vnni
-#define QL0_WIDE 1
+#define QL_PAIR_WIDE 1
 #define QL_VNNI 1
 #include "quant/q0_kernels.inc"
 #undef QL_FN
-#undef QL0_WIDE
+#undef QL_PAIR_WIDE
 #undef QL_VNNI
 #pragma GCC pop_options
 

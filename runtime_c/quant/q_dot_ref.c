@@ -90,6 +90,36 @@ float ql_q6k_dot_ref(const v8_block_q6_k *w, const v8_block_q8_k *a, int64_t nbl
     return tree8(acc);
 }
 
+/* Q5_K: Q4_K's lanes and scales with 5-bit levels; the mins go into one
+ * fp32 running sum by FMA (not 4 lanes), added after the tree. */
+float ql_q5k_dot_ref(const v8_block_q5_k *w, const v8_block_q8_k *a, int64_t nblk) {
+    float acc[8] = {0};
+    float mins = 0.0f;
+    for (int64_t i = 0; i < nblk; ++i) {
+        const v8_block_q5_k *b = w + i;
+        const v8_block_q8_k *q = a + i;
+        const float d = q->d * v8_f16_to_f32(b->d);
+        const float dmin = -q->d * v8_f16_to_f32(b->dmin);
+        uint8_t sc[8], mn[8];
+        ql_q4k_scales(b->scales, sc, mn);
+        int32_t lane[8] = {0};
+        for (int j = 0; j < 8; ++j) {           /* 32-weight sub-blocks */
+            for (int u = 0; u < 8; ++u) {
+                int32_t s = 0;
+                for (int e = 32 * j + 4 * u; e < 32 * j + 4 * u + 4; ++e) {
+                    s += ql_q5k_level(b, e) * q->qs[e];
+                }
+                lane[u] += sc[j] * s;
+            }
+        }
+        for (int u = 0; u < 8; ++u) {
+            acc[u] = fmaf(d, (float)lane[u], acc[u]);
+        }
+        mins = fmaf(dmin, (float)ql_q5k_min_sum(mn, q->bsums), mins);
+    }
+    return tree8(acc) + mins;
+}
+
 /* 32-element blocks x Q8_0: per block the exact int32 lane sums (lane u:
  * elements [4u, 4u+4)), the block factor as one fp32 product of the two
  * widened fp16 scales, one FMA per lane, blocks ascending, then tree8. */

@@ -62,10 +62,11 @@ v8_status v8_quantize_q8_k(const float *x, void *y, int64_t rows, int64_t k) {
  * The order of every fp32 operation follows ggml's reference so that the
  * bytes agree. */
 
+/* nmax / rmin / nstep: 15 / -1 / 20 for Q4_K, 31 / -0.5 / 15 for Q5_K */
 static float q4k_fit(const float *x, const float *wt, uint8_t *L, float *neg_min,
-                     uint8_t *Laux) {
-    const int n = 32, nmax = 15, nstep = 20;
-    const float rmin = -1.0f, rdelta = 0.1f;
+                     uint8_t *Laux, int nmax, float rmin, int nstep) {
+    const int n = 32;
+    const float rdelta = 0.1f;
     float lo = x[0], hi = x[0];
     float sum_w = wt[0];
     float sum_x = sum_w * x[0];
@@ -130,8 +131,12 @@ static float q4k_fit(const float *x, const float *wt, uint8_t *L, float *neg_min
     return scale;
 }
 
-static void q4k_block(const float *x, v8_block_q4_k *y) {
-    uint8_t L[V8_QK_K], Laux[32];
+/* The shared part of the Q4_K and Q5_K reference quantizers: the 6-bit
+ * scales and mins (into `scales`, d and dmin) and the levels L of the
+ * 256 weights, clamped to [0, nmax]. */
+static void qk_fit_block(const float *x, int nmax, float rmin, int nstep, uint8_t scales12[12],
+                         uint16_t *d16, uint16_t *dmin16, uint8_t L[V8_QK_K]) {
+    uint8_t Laux[32];
     float wt[32], scales[8], mins[8];
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; ++j) {
@@ -140,47 +145,79 @@ static void q4k_block(const float *x, v8_block_q4_k *y) {
         for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; ++l) wt[l] = av_x + fabsf(xs[l]);
-        scales[j] = q4k_fit(xs, wt, L + 32 * j, &mins[j], Laux);
+        scales[j] = q4k_fit(xs, wt, L + 32 * j, &mins[j], Laux, nmax, rmin, nstep);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
     float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
     float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-    memset(y->scales, 0, sizeof(y->scales));
+    memset(scales12, 0, 12);
     for (int j = 0; j < 8; ++j) {
         uint8_t ls = (uint8_t)ql_round_even(inv_scale * scales[j]);
         uint8_t lm = (uint8_t)ql_round_even(inv_min * mins[j]);
         ls = ls > 63 ? 63 : ls;
         lm = lm > 63 ? 63 : lm;
         if (j < 4) {
-            y->scales[j] = ls;
-            y->scales[j + 4] = lm;
+            scales12[j] = ls;
+            scales12[j + 4] = lm;
         } else {
-            y->scales[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
-            y->scales[j - 4] |= (uint8_t)((ls >> 4) << 6);
-            y->scales[j] |= (uint8_t)((lm >> 4) << 6);
+            scales12[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
+            scales12[j - 4] |= (uint8_t)((ls >> 4) << 6);
+            scales12[j] |= (uint8_t)((lm >> 4) << 6);
         }
     }
-    y->d = v8_f32_to_f16(max_scale / 63.f);
-    y->dmin = v8_f32_to_f16(max_min / 63.f);
+    *d16 = v8_f32_to_f16(max_scale / 63.f);
+    *dmin16 = v8_f32_to_f16(max_min / 63.f);
     uint8_t sc[8], mn[8];
-    ql_q4k_scales(y->scales, sc, mn);
+    ql_q4k_scales(scales12, sc, mn);
     for (int j = 0; j < 8; ++j) {
-        const float d = v8_f16_to_f32(y->d) * sc[j];
+        const float d = v8_f16_to_f32(*d16) * sc[j];
         if (d == 0.0f) {
             continue; /* keeps the levels of the fit, as ggml does */
         }
-        const float dm = v8_f16_to_f32(y->dmin) * mn[j];
+        const float dm = v8_f16_to_f32(*dmin16) * mn[j];
         for (int i = 0; i < 32; ++i) {
             int l = ql_round_even((x[32 * j + i] + dm) / d);
-            L[32 * j + i] = (uint8_t)(l < 0 ? 0 : (l > 15 ? 15 : l));
+            L[32 * j + i] = (uint8_t)(l < 0 ? 0 : (l > nmax ? nmax : l));
         }
     }
+}
+
+static void q4k_block(const float *x, v8_block_q4_k *y) {
+    uint8_t L[V8_QK_K];
+    qk_fit_block(x, 15, -1.0f, 20, y->scales, &y->d, &y->dmin, L);
     for (int h = 0; h < 4; ++h) {
         for (int l = 0; l < 32; ++l) {
             y->qs[32 * h + l] = (uint8_t)(L[64 * h + l] | (L[64 * h + 32 + l] << 4));
         }
     }
+}
+
+/* Q5_K: the Q4_K fit with 31 levels; low nibbles as Q4_K, fifth bits in qh */
+static void q5k_block(const float *x, v8_block_q5_k *y) {
+    uint8_t L[V8_QK_K];
+    qk_fit_block(x, 31, -0.5f, 15, y->scales, &y->d, &y->dmin, L);
+    memset(y->qh, 0, sizeof(y->qh));
+    for (int h = 0; h < 4; ++h) {
+        for (int l = 0; l < 32; ++l) {
+            const uint8_t a = L[64 * h + l], b = L[64 * h + 32 + l];
+            y->qs[32 * h + l] = (uint8_t)((a & 15) | ((b & 15) << 4));
+            y->qh[l] |= (uint8_t)(((a >> 4) << (2 * h)) | ((b >> 4) << (2 * h + 1)));
+        }
+    }
+}
+
+v8_status v8_quantize_q5_k_ref(const float *x, void *y, int64_t rows, int64_t k) {
+    V8_REQUIRE(x != NULL && y != NULL, V8_ERR_NULL_ARGUMENT);
+    int64_t nb;
+    v8_status st = ql_check_k(k, &nb);
+    V8_REQUIRE(st == V8_OK, st);
+    V8_REQUIRE(rows > 0, V8_ERR_BAD_DIMENSION);
+    v8_block_q5_k *out = (v8_block_q5_k *)y;
+    for (int64_t i = 0; i < rows * nb; ++i) {
+        q5k_block(x + i * V8_QK_K, out + i);
+    }
+    return V8_OK;
 }
 
 v8_status v8_quantize_q4_k_ref(const float *x, void *y, int64_t rows, int64_t k) {
@@ -331,6 +368,25 @@ v8_status v8_dequantize_q4_k(const void *w, float *x, int64_t rows, int64_t k) {
                 int v = (j & 1) ? (q[l] >> 4) : (q[l] & 15);
                 x[32 * j + l] = s * v - m;
             }
+        }
+    }
+    return V8_OK;
+}
+
+v8_status v8_dequantize_q5_k(const void *w, float *x, int64_t rows, int64_t k) {
+    V8_REQUIRE(x != NULL && w != NULL, V8_ERR_NULL_ARGUMENT);
+    int64_t nb;
+    v8_status st = ql_check_k(k, &nb);
+    V8_REQUIRE(st == V8_OK, st);
+    V8_REQUIRE(rows > 0, V8_ERR_BAD_DIMENSION);
+    const v8_block_q5_k *b = (const v8_block_q5_k *)w;
+    for (int64_t i = 0; i < rows * nb; ++i, x += V8_QK_K) {
+        uint8_t sc[8], mn[8];
+        ql_q4k_scales(b[i].scales, sc, mn);
+        const float d = v8_f16_to_f32(b[i].d), dmin = v8_f16_to_f32(b[i].dmin);
+        for (int e = 0; e < V8_QK_K; ++e) {
+            const float s = d * sc[e / 32], m = dmin * mn[e / 32];
+            x[e] = s * ql_q5k_level(&b[i], e) - m;
         }
     }
     return V8_OK;

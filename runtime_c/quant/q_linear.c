@@ -1,4 +1,4 @@
-/* Quantized linear entry points: Q4_K / Q6_K weights x Q8_K activations.
+/* Quantized linear entry points: Q4_K / Q5_K / Q6_K weights x Q8_K activations.
  *
  * Each provider has three functions with one argument list: the scalar
  * contract oracle (*_ref), the production function (AVX-512 / AVX2 / scalar
@@ -8,6 +8,7 @@
  * task whole, so bits never depend on the worker count; the split-K
  * provider's chunking is part of its own contract. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "quant/ql_internal.h"
 
@@ -29,6 +30,11 @@ typedef void (*ql_quant_fn)(const float *x, v8_block_q8_k *a, int64_t rows, int6
 #pragma GCC target("avx2,fma,f16c")
 #define QL_FN(name) name##_avx2
 #include "quant/ql_simd.inc"
+#define QL_PAIR_WIDE 0
+#define QL_VNNI 0
+#include "quant/q5k_kernels.inc"
+#undef QL_PAIR_WIDE
+#undef QL_VNNI
 #undef QL_FN
 #pragma GCC pop_options
 
@@ -39,6 +45,9 @@ typedef void (*ql_quant_fn)(const float *x, v8_block_q8_k *a, int64_t rows, int6
 #define QL_FN(name) name##_avx512
 #define QL_VNNI 0
 #include "quant/ql_avx512.inc"
+#define QL_PAIR_WIDE 1
+#include "quant/q5k_kernels.inc"
+#undef QL_PAIR_WIDE
 #undef QL_FN
 #undef QL_VNNI
 #undef QL_TOK
@@ -50,6 +59,9 @@ typedef void (*ql_quant_fn)(const float *x, v8_block_q8_k *a, int64_t rows, int6
 #define QL_FN(name) name##_avx512vnni
 #define QL_VNNI 1
 #include "quant/ql_avx512.inc"
+#define QL_PAIR_WIDE 1
+#include "quant/q5k_kernels.inc"
+#undef QL_PAIR_WIDE
 #undef QL_FN
 #undef QL_VNNI
 #undef QL_TOK
@@ -73,13 +85,21 @@ static void q6k_rows_scalar(float *out, const uint8_t *w, size_t row_bytes, int6
     }
 }
 
+static void q5k_rows_scalar(float *out, const uint8_t *w, size_t row_bytes, int64_t blk0,
+                            int64_t nblk, const v8_block_q8_k *a, int64_t nrows) {
+    for (int64_t r = 0; r < nrows; ++r) {
+        out[r] = ql_q5k_dot_ref((const v8_block_q5_k *)(w + (size_t)r * row_bytes) + blk0,
+                                a + blk0, nblk);
+    }
+}
+
 static void ql_quant_scalar(const float *x, v8_block_q8_k *a, int64_t rows, int64_t k,
                             int q4k_order) {
     (void)q4k_order;
     (void)v8_quantize_q8_k(x, a, rows, k);
 }
 
-typedef enum { QL_Q4K = 0, QL_Q6K = 1 } ql_format;
+typedef enum { QL_Q4K = 0, QL_Q6K = 1, QL_Q5K = 2 } ql_format;
 
 /* One variant's kernels.  tile == NULL: GEMM runs rows() once per token.
  * q4k_order: the activation is stored in the AVX-512 Q4_K chunk order,
@@ -93,8 +113,32 @@ typedef struct {
 
 static ql_impl ql_impl_for(ql_format fmt, int use_ref) {
     ql_impl im = {fmt == QL_Q4K ? q4k_rows_scalar : q6k_rows_scalar, NULL, ql_quant_scalar, 0};
+    if (fmt == QL_Q5K) {
+        im.rows = q5k_rows_scalar;
+    }
     if (use_ref) {
         return im;
+    }
+    if (fmt == QL_Q5K) {
+        switch (v8_cpu_best_isa()) {
+        case V8_ISA_AVX512:
+            if (v8_cpu_features() & V8_CPU_AVX512VNNI) {
+                im.rows = q5k_rows_avx512vnni;
+                im.tile = q5k_tile_avx512vnni;
+                im.quant = q8k_rows_avx512vnni;
+            } else {
+                im.rows = q5k_rows_avx512;
+                im.tile = q5k_tile_avx512;
+                im.quant = q8k_rows_avx512;
+            }
+            return im;
+        case V8_ISA_AVX2:
+            im.rows = q5k_rows_avx2;
+            im.tile = q5k_tile_avx2;
+            return im;
+        default:
+            return im;
+        }
     }
     switch (v8_cpu_best_isa()) {
     case V8_ISA_AVX512:
@@ -118,7 +162,8 @@ static ql_impl ql_impl_for(ql_format fmt, int use_ref) {
 }
 
 static size_t ql_block_bytes(ql_format fmt) {
-    return fmt == QL_Q4K ? sizeof(v8_block_q4_k) : sizeof(v8_block_q6_k);
+    return fmt == QL_Q4K ? sizeof(v8_block_q4_k)
+           : fmt == QL_Q5K ? sizeof(v8_block_q5_k) : sizeof(v8_block_q6_k);
 }
 
 /* ---- argument checks (all before any write) --------------------------- */
@@ -202,8 +247,9 @@ static void ql_quant_task(void *ctx, int64_t task, int worker) {
 static v8_status ql_linear(v8_threadpool *pool, int use_ref, ql_format fmt, int contract,
                            float *y, const void *w, const float *x, const float *bias,
                            int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes) {
-    const int expected = fmt == QL_Q4K ? V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER
-                                       : V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER;
+    const int expected = fmt == QL_Q4K   ? V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER
+                         : fmt == QL_Q5K ? V8_QL_Q5_K_X_Q8_K_FP32_BLOCK_ORDER
+                                         : V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER;
     v8_status st = ql_check(contract, expected, y, w, x, m, n, k, scratch, scratch_bytes,
                             v8_ql_gemm_scratch_bytes(m, k));
     V8_REQUIRE(st == V8_OK, st);
@@ -290,6 +336,26 @@ v8_status v8_q6_k_gemv_parallel_dispatch(v8_threadpool *pool, int contract, floa
     return ql_linear(pool, 0, QL_Q6K, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
 }
 
+v8_status v8_q5_k_gemv_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes) {
+    return ql_linear(NULL, 1, QL_Q5K, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q5_k_gemv(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes) {
+    return ql_linear(NULL, 0, QL_Q5K, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q5_k_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x, const float *bias,
+                                         int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes) {
+    V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
+    return ql_linear(pool, 0, QL_Q5K, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+}
+
 /* ---- public: GEMM ----------------------------------------------------- */
 
 v8_status v8_q4_k_gemm_ref(int contract, float *y, const void *w, const float *x,
@@ -330,6 +396,26 @@ v8_status v8_q6_k_gemm_parallel_dispatch(v8_threadpool *pool, int contract, floa
                                          void *scratch, size_t scratch_bytes) {
     V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
     return ql_linear(pool, 0, QL_Q6K, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q5_k_gemm_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t m, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes) {
+    return ql_linear(NULL, 1, QL_Q5K, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q5_k_gemm(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t m, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes) {
+    return ql_linear(NULL, 0, QL_Q5K, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q5_k_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x, const float *bias,
+                                         int64_t m, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes) {
+    V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
+    return ql_linear(pool, 0, QL_Q5K, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
 }
 
 /* ---- split-K GEMV ----------------------------------------------------- */

@@ -36,6 +36,25 @@ static inline v8_status ql_check_k(int64_t k, int64_t *blocks) {
  * [blk0, blk0 + nblk) of one weight row and one activation row. */
 float ql_q4k_dot_ref(const v8_block_q4_k *w, const v8_block_q8_k *a, int64_t nblk);
 float ql_q6k_dot_ref(const v8_block_q6_k *w, const v8_block_q8_k *a, int64_t nblk);
+float ql_q5k_dot_ref(const v8_block_q5_k *w, const v8_block_q8_k *a, int64_t nblk);
+
+/* Q5_K: the 5-bit level of weight e (0..255) of a super-block. */
+static inline int ql_q5k_level(const v8_block_q5_k *b, int e) {
+    const int h = e / 64, l = e % 32, upper = (e % 64) >= 32;
+    const uint8_t q = b->qs[32 * h + l];
+    const int lo = upper ? q >> 4 : q & 15;
+    return lo | (((b->qh[l] >> (2 * h + upper)) & 1) << 4);
+}
+
+/* Q5_K min correction of one super-block: sum over the 8 sub-blocks of
+ * min[j] times the 32-element activation sum (exact int32). */
+static inline int32_t ql_q5k_min_sum(const uint8_t mn[8], const int16_t bsums[16]) {
+    int32_t s = 0;
+    for (int j = 0; j < 8; ++j) {
+        s += mn[j] * (bsums[2 * j] + bsums[2 * j + 1]);
+    }
+    return s;
+}
 
 /* ---- 32-element block formats ------------------------------------------ */
 

@@ -41,7 +41,13 @@ extern "C" {
 enum {
     V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER = 1,
     V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER = 2,
-    V8_QL_Q4_K_X_Q8_K_FP32_SPLIT_K_ASCENDING_MERGE = 3
+    V8_QL_Q4_K_X_Q8_K_FP32_SPLIT_K_ASCENDING_MERGE = 3,
+    /* Q5_K: as Q4_K's scales and 8 FMA lanes, but the min correction is one
+     * fp32 running sum: per super-block the exact int32 sum of min[j] times
+     * the 32-element activation sums, s = fma(-x.d*fp16(dmin), float(sum), s);
+     * dot = tree8(lanes) + s (the arithmetic of ggml's x86 Q5_K dot as its
+     * builds compile it, the scalar update contracted to one FMA). */
+    V8_QL_Q5_K_X_Q8_K_FP32_BLOCK_ORDER = 7
 };
 
 /* 144 bytes: fp16 super-block scale and min scale, eight 6-bit scales and
@@ -63,6 +69,17 @@ typedef struct v8_block_q6_k {
     uint16_t d;
 } v8_block_q6_k;
 
+/* 176 bytes: Q4_K's scales with 5-bit weights: the low nibbles as in Q4_K
+ * and the fifth bits in qh (bit 2h of qh[l]: weight 64h + l, bit 2h+1:
+ * weight 64h + 32 + l). */
+typedef struct v8_block_q5_k {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qh[V8_QK_K / 8];
+    uint8_t qs[V8_QK_K / 2];
+} v8_block_q5_k;
+
 /* 292 bytes: fp32 scale, 256 int8 values, 16 sums of 16 consecutive values. */
 typedef struct v8_block_q8_k {
     float d;
@@ -80,9 +97,11 @@ v8_status v8_quantize_q8_k(const float *x, void *y, int64_t rows, int64_t k);
  * (no importance matrix). */
 v8_status v8_quantize_q4_k_ref(const float *x, void *y, int64_t rows, int64_t k);
 v8_status v8_quantize_q6_k_ref(const float *x, void *y, int64_t rows, int64_t k);
+v8_status v8_quantize_q5_k_ref(const float *x, void *y, int64_t rows, int64_t k);
 /* Dequantizers (fp32 products d*scale*q - dmin*min as ggml writes them). */
 v8_status v8_dequantize_q4_k(const void *w, float *x, int64_t rows, int64_t k);
 v8_status v8_dequantize_q6_k(const void *w, float *x, int64_t rows, int64_t k);
+v8_status v8_dequantize_q5_k(const void *w, float *x, int64_t rows, int64_t k);
 v8_status v8_dequantize_q8_k(const void *a, float *x, int64_t rows, int64_t k);
 
 /* ---- scratch sizes (0 for an invalid k) ------------------------------ */
@@ -117,6 +136,17 @@ v8_status v8_q6_k_gemv_parallel_dispatch(v8_threadpool *pool, int contract, floa
                                          int64_t n, int64_t k,
                                          void *scratch, size_t scratch_bytes);
 
+v8_status v8_q5_k_gemv_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q5_k_gemv(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+v8_status v8_q5_k_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x, const float *bias,
+                                         int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+
 /* ---- GEMM: Y[m,n] = X[m,k] . W[n,k]^T (+ bias[n]), token-major ------- */
 
 v8_status v8_q4_k_gemm_ref(int contract, float *y, const void *w, const float *x,
@@ -139,6 +169,17 @@ v8_status v8_q6_k_gemm(int contract, float *y, const void *w, const float *x,
                        const float *bias, int64_t m, int64_t n, int64_t k,
                        void *scratch, size_t scratch_bytes);
 v8_status v8_q6_k_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x, const float *bias,
+                                         int64_t m, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+
+v8_status v8_q5_k_gemm_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t m, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q5_k_gemm(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t m, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+v8_status v8_q5_k_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
                                          const void *w, const float *x, const float *bias,
                                          int64_t m, int64_t n, int64_t k,
                                          void *scratch, size_t scratch_bytes);

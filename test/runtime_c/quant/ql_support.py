@@ -20,12 +20,14 @@ from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, bu
 
 QK_K = 256
 Q4_K_BYTES = 144
+Q5_K_BYTES = 176
 Q6_K_BYTES = 210
 Q8_K_BYTES = 292
 
 CONTRACT_Q4 = "q4_k_x_q8_k_fp32_block_order"
 CONTRACT_Q6 = "q6_k_x_q8_k_fp32_block_order"
 CONTRACT_SPLIT = "q4_k_x_q8_k_fp32_split_k_ascending_merge"
+CONTRACT_Q5 = "q5_k_x_q8_k_fp32_block_order"
 
 # kernel-map ids (runtime_c/quant/*.kmap.json)
 MAP_Q4_GEMV = "q4_k_x_q8_k_gemv"
@@ -33,6 +35,8 @@ MAP_Q4_GEMM = "q4_k_x_q8_k_gemm"
 MAP_Q6_GEMV = "q6_k_x_q8_k_gemv"
 MAP_Q6_GEMM = "q6_k_x_q8_k_gemm"
 MAP_Q4_SPLIT = "q4_k_x_q8_k_gemv_split_k"
+MAP_Q5_GEMV = "q5_k_x_q8_k_gemv"
+MAP_Q5_GEMM = "q5_k_x_q8_k_gemm"
 
 V8_CPU_AVX2, V8_CPU_FMA, V8_CPU_F16C = 1 << 0, 1 << 1, 1 << 2
 V8_CPU_AVX512VNNI = 1 << 7
@@ -50,6 +54,7 @@ QK8_0 = 32
 Q0_BLOCK_BYTES = {"q8_0": 34, "q5_0": 22, "q4_0": 18}
 # elements and bytes per block of every weight format the tests drive
 BLOCKS = {"q4_k": (QK_K, Q4_K_BYTES), "q6_k": (QK_K, Q6_K_BYTES), "q8_k": (QK_K, Q8_K_BYTES),
+          "q5_k": (QK_K, Q5_K_BYTES),
           **{f: (QK8_0, b) for f, b in Q0_BLOCK_BYTES.items()}}
 
 _GEMV = ("int contract, float *y, const void *w, const float *x, const float *bias, "
@@ -61,7 +66,9 @@ _SPLIT = ("int contract, float *y, const void *w, const float *x, const float *b
 
 QUANT_CDEF = """
 enum { V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER = 1, V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER = 2,
-        V8_QL_Q4_K_X_Q8_K_FP32_SPLIT_K_ASCENDING_MERGE = 3 };
+        V8_QL_Q4_K_X_Q8_K_FP32_SPLIT_K_ASCENDING_MERGE = 3, V8_QL_Q5_K_X_Q8_K_FP32_BLOCK_ORDER = 7 };
+v8_status v8_quantize_q5_k_ref(const float *x, void *y, int64_t rows, int64_t k);
+v8_status v8_dequantize_q5_k(const void *w, float *x, int64_t rows, int64_t k);
 v8_status v8_quantize_q8_k(const float *x, void *y, int64_t rows, int64_t k);
 v8_status v8_quantize_q4_k_ref(const float *x, void *y, int64_t rows, int64_t k);
 v8_status v8_quantize_q6_k_ref(const float *x, void *y, int64_t rows, int64_t k);
@@ -72,7 +79,7 @@ size_t v8_ql_gemv_scratch_bytes(int64_t k);
 size_t v8_ql_gemm_scratch_bytes(int64_t m, int64_t k);
 size_t v8_ql_split_k_scratch_bytes(int64_t n, int64_t k, int64_t parts);
 """
-for _fmt in ("q4_k", "q6_k"):
+for _fmt in ("q4_k", "q6_k", "q5_k"):
     QUANT_CDEF += f"""
 v8_status v8_{_fmt}_gemv_ref({_GEMV});
 v8_status v8_{_fmt}_gemv({_GEMV});
@@ -146,6 +153,7 @@ class QL:
         out = np.zeros((rows, k // elems * per), dtype=np.uint8)
         fn = {"q4_k": self.lib.v8_quantize_q4_k_ref, "q6_k": self.lib.v8_quantize_q6_k_ref,
               "q8_k": self.lib.v8_quantize_q8_k, "q8_0_act": self.lib.v8_quantize_q8_0,
+              "q5_k": self.lib.v8_quantize_q5_k_ref,
               **{f: getattr(self.lib, f"v8_quantize_{f}_ref") for f in Q0_BLOCK_BYTES}}[fmt]
         st = fn(self.ptr(np.ascontiguousarray(x, dtype=np.float32), "float *"),
                 self.ptr(out, "void *"), rows, k)
@@ -175,6 +183,7 @@ class QL:
         sel = contract if contract is not None else (
             getattr(self.lib, f"V8_QL_{fmt.upper()}_X_Q8_0_FP32_BLOCK_ORDER") if q0
             else self.lib.V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER if fmt == "q4_k"
+            else self.lib.V8_QL_Q5_K_X_Q8_K_FP32_BLOCK_ORDER if fmt == "q5_k"
             else self.lib.V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER)
         name = f"v8_{fmt}_{'gemv' if gemv else 'gemm'}"
         suffix = {"ref": "_ref", "prod": "", "pool": "_parallel_dispatch"}[variant]
@@ -237,6 +246,47 @@ def max_abs_err(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
 
 
+def frac(t: tuple[int, int]) -> str:
+    return f"{t[0]}/{t[1]}"
+
+
+def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """fp32 fma(a, b, c), exactly rounded, for a*b exact in float64 (a 24-bit factor
+    times an integer below 2^29): the float64 sum is made round-to-odd from its exact
+    error (TwoSum), and round-to-odd to 53 bits then nearest to 24 bits is exact."""
+    p = a.astype(np.float64) * b.astype(np.float64)
+    c64 = c.astype(np.float64)
+    s = p + c64
+    t = s - p
+    err = (p - (s - t)) + (c64 - t)
+    bump = (err != 0) & ((s.view(np.int64) & 1) == 0)
+    s = np.where(bump, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(np.float32)
+
+
+def tree8(acc: np.ndarray) -> np.ndarray:
+    """The x86 lane tree over the last axis of [..., 8] fp32 lanes."""
+    r = acc[..., 4:] + acc[..., :4]
+    return (r[..., 0] + r[..., 2]) + (r[..., 1] + r[..., 3])
+
+
+def isa_paths(ql: QL) -> list[tuple[str, int]]:
+    """(variant, mask) for every dispatch path this host can take; the avx512
+    variant appears twice when the CPU has VNNI (with and without it)."""
+    ql.lib.v8_cpu_restrict(ALL_FEATURES)
+    best = ql.lib.v8_cpu_best_isa()
+    has_vnni = bool(ql.lib.v8_cpu_features() & ~NO_VNNI)
+    out = []
+    if best == 2:
+        out.append(("avx512", ALL_FEATURES))
+        if has_vnni:
+            out.append(("avx512", NO_VNNI))
+    if best >= 1:
+        out.append(("avx2", AVX2_ONLY))
+    out.append(("scalar", 0))
+    return out
+
+
 # ---- ggml (external oracle) ----------------------------------------------
 
 def import_ggml() -> Any | None:
@@ -248,6 +298,7 @@ def import_ggml() -> Any | None:
 
 
 GGML_TYPES = {"q4_k": "GGML_TYPE_Q4_K", "q6_k": "GGML_TYPE_Q6_K", "q8_0": "GGML_TYPE_Q8_0",
+              "q5_k": "GGML_TYPE_Q5_K",
               "q5_0": "GGML_TYPE_Q5_0", "q4_0": "GGML_TYPE_Q4_0"}
 
 
@@ -326,7 +377,7 @@ def gguf_roundtrip(path: Path, tensors: dict[str, tuple[str, np.ndarray]]) -> di
     import gguf
 
     qtypes = {f: getattr(gguf.GGMLQuantizationType, f.upper())
-              for f in ("q4_k", "q6_k", "q8_0", "q5_0", "q4_0")}
+              for f in ("q4_k", "q6_k", "q5_k", "q8_0", "q5_0", "q4_0")}
     writer = gguf.GGUFWriter(str(path), "v8-quant-test")
     for name, (fmt, data) in tensors.items():
         writer.add_tensor(name, data, raw_dtype=qtypes[fmt])

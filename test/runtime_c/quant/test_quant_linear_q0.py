@@ -18,15 +18,17 @@ import numpy as np
 import pytest
 from ql_support import (
     ALL_FEATURES,
-    AVX2_ONLY,
     ISA_NAMES,
-    NO_VNNI,
     QK8_0,
     QL,
     GgmlLinear,
     bitexact,
+    fma32,
+    frac,
+    isa_paths,
     make_activation,
     make_weights,
+    tree8,
 )
 
 from v8dialect.evidence import Outcome, Rung
@@ -47,10 +49,6 @@ def gemv_map(fmt: str) -> str:
 
 def gemm_map(fmt: str) -> str:
     return f"{fmt}_x_q8_0_gemm"
-
-
-def frac(t: tuple[int, int]) -> str:
-    return f"{t[0]}/{t[1]}"
 
 
 def shape_id(s: tuple[int, int]) -> str:
@@ -103,21 +101,6 @@ def numpy_levels(fmt: str, wq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarr
     return ((nib | (bit << 4)) - 16).astype(np.int8), d
 
 
-def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """fp32 fma(a, b, c), exactly rounded: a*b is exact in float64 here (24-bit
-    factor times an int below 2^17); the float64 sum is made round-to-odd from its
-    exact error, and round-to-odd to 53 bits then nearest to 24 bits is exact."""
-    p = a.astype(np.float64) * b.astype(np.float64)
-    c64 = c.astype(np.float64)
-    s = p + c64
-    t = s - p
-    err = (p - (s - t)) + (c64 - t)
-    even = (s.view(np.int64) & 1) == 0
-    bump = (err != 0) & even
-    s = np.where(bump, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
-    return s.astype(np.float32)
-
-
 def numpy_lane_dot(levels: np.ndarray, wd: np.ndarray, ad: np.ndarray, aq: np.ndarray) -> np.ndarray:
     """The contract for one activation row: [n] fp32."""
     n, nb, _ = levels.shape
@@ -127,8 +110,7 @@ def numpy_lane_dot(levels: np.ndarray, wd: np.ndarray, ad: np.ndarray, aq: np.nd
         lanes = (levels[:, i, :].astype(np.int32) * a[i]).reshape(n, 8, 4).sum(axis=2)
         d = wd[:, i].astype(np.float32) * np.float32(ad.reshape(-1)[i])  # one fp32 product
         acc = fma32(np.repeat(d[:, None], 8, axis=1), lanes.astype(np.float32), acc)
-    r = acc[:, 4:] + acc[:, :4]
-    return (r[:, 0] + r[:, 2]) + (r[:, 1] + r[:, 3])
+    return tree8(acc)
 
 
 def gguf_dequant(fmt: str, wq: np.ndarray) -> np.ndarray:
@@ -136,21 +118,6 @@ def gguf_dequant(fmt: str, wq: np.ndarray) -> np.ndarray:
     from gguf.quants import dequantize
 
     return dequantize(np.ascontiguousarray(wq), getattr(gguf.GGMLQuantizationType, fmt.upper()))
-
-
-def _isas(ql: QL) -> list[tuple[str, int]]:
-    ql.lib.v8_cpu_restrict(ALL_FEATURES)
-    best = ql.lib.v8_cpu_best_isa()
-    has_vnni = bool(ql.lib.v8_cpu_features() & ~NO_VNNI)
-    out = []
-    if best == 2:
-        out.append(("avx512", ALL_FEATURES))
-        if has_vnni:
-            out.append(("avx512", NO_VNNI))
-    if best >= 1:
-        out.append(("avx2", AVX2_ONLY))
-    out.append(("scalar", 0))
-    return out
 
 
 def _unresolved(evidence: Any, fmt: str, **what: Any) -> None:
@@ -298,7 +265,7 @@ def test_q0_gemv_production_vs_oracle(ql: QL, models: Any, evidence: Any, fmt: s
     st, y_ref = ql.linear(fmt, "ref", model.wq, model.x, bias=bias)
     assert st == 0
     try:
-        for isa, mask in _isas(ql):
+        for isa, mask in isa_paths(ql):
             ql.lib.v8_cpu_restrict(mask)
             assert ISA_NAMES[ql.lib.v8_cpu_best_isa()] == isa
             st, y = ql.linear(fmt, "prod", model.wq, model.x, bias=bias)
@@ -350,7 +317,7 @@ def test_q0_gemm_ladder(ql: QL, models: Any, evidence: Any, fmt: str, shape: tup
              bitexact_1thread=frac(ext[1]), bitexact_2threads=frac(ext[2]), **common)
     assert ok, ext
     try:
-        for isa, mask in _isas(ql)[:-1]:
+        for isa, mask in isa_paths(ql)[:-1]:
             ql.lib.v8_cpu_restrict(mask)
             st, y = ql.linear(fmt, "prod", model.wq, x)
             same, total = bitexact(y_ref, y)
@@ -380,7 +347,7 @@ def test_q0_gemm_token_groups(ql: QL, evidence: Any, fmt: str, m: int) -> None:
     assert st == 0
     common = dict(contract=contract(fmt), provider=gemm_map(fmt), shape=f"{m}x{n}x{k}")
     try:
-        for isa, mask in _isas(ql)[:-1]:
+        for isa, mask in isa_paths(ql)[:-1]:
             ql.lib.v8_cpu_restrict(mask)
             for variant, workers in [("prod", 0), ("pool", 2), ("pool", 3)]:
                 st, y = ql.linear(fmt, variant, wq, x, workers=workers, bias=bias)
@@ -445,22 +412,26 @@ def test_q0_api_rejects_bad_input_without_writing(ql: QL, evidence: Any, fmt: st
 
 # ---- through the compiler: resolve, lower, emit C, run -------------------------------
 
-def _contract_ir(fmt: str) -> str:
+def _contract_ir(contract_id: str) -> str:
     from v8dialect.contract_ir import to_attr
     from v8dialect.contracts import load_registry
 
     registry = load_registry()
-    return str(to_attr(registry.contracts[contract(fmt)], registry))
+    return str(to_attr(registry.contracts[contract_id], registry))
 
 
 @pytest.mark.parametrize("fmt", FMTS)
 def test_q0_program_runs_resolved_providers(ql: QL, fmt: str) -> None:
+    check_program(ql, fmt, contract(fmt), 1152)
+
+
+def check_program(ql: QL, fmt: str, contract_id: str, k: int) -> None:
     """A GraphIR module with a decode GEMV and a prefill GEMM over one weight builds to
     C, binds this format's providers and reproduces the oracle bit for bit."""
     import v8dialect
 
-    n, k, m = 160, 1152, 7
-    c = _contract_ir(fmt)
+    n, m = 160, 7
+    c = _contract_ir(contract_id)
     w_t = f"tensor<{n}x{k}x!v8.{fmt}>"
     rows = "execution #v8.exec_requirement<runtime = threadpool, partition = independent_rows>"
     tiles = "execution #v8.exec_requirement<runtime = threadpool, partition = output_tiles>"
