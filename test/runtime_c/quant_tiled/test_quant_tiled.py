@@ -31,8 +31,8 @@ from tiled_model import tiled_gemm
 
 from v8dialect.evidence import Outcome, Rung
 
-# providers with a kernel map (Q5_K has no weight element type yet: no map to name)
-MAPPED = {"q4_k", "q6_k"}
+# every format has a kernel map
+MAPPED = {"q4_k", "q6_k", "q5_k"}
 
 
 def provider(fmt: str) -> str | None:
