@@ -104,6 +104,13 @@ class Q40Type(ParametrizedAttribute, TypeAttribute):
     name = "v8.q4_0"
 
 
+@irdl_attr_definition
+class Q41Type(ParametrizedAttribute, TypeAttribute):
+    """ggml Q4_1: 32 weights in 20 bytes (fp16 d and min m, 16 bytes of nibbles)."""
+
+    name = "v8.q4_1"
+
+
 # ---- keyword-field syntax --------------------------------------------------
 
 
@@ -619,6 +626,7 @@ ATTRIBUTES: list[type[Attribute]] = [
     Q80Type,
     Q50Type,
     Q40Type,
+    Q41Type,
     PartitionAttr,
     AttentionContractAttr,
     LinearContractAttr,

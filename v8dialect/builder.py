@@ -59,6 +59,7 @@ from v8dialect.attributes import (
     Q5KType,
     Q6KType,
     Q40Type,
+    Q41Type,
     Q50Type,
     Q80Type,
     RequirementAttr,
@@ -206,6 +207,7 @@ def element_type(dtype: str) -> Attribute | None:
         "q8_0": Q80Type(),
         "q5_0": Q50Type(),
         "q4_0": Q40Type(),
+        "q4_1": Q41Type(),
         "i32": i32,
     }.get(dtype)
 

@@ -57,13 +57,14 @@ from v8dialect.attributes import (
     Q80Type,
     Q50Type,
     Q40Type,
+    Q41Type,
     RequirementAttr,
     ResolvedAttr,
 )
 
 QK_BLOCK = 256  # weights per K-quant super-block
 # weights per block of each quantized weight type (K must be a multiple)
-BLOCK_ELEMENTS = {"q4_k": QK_BLOCK, "q5_k": QK_BLOCK, "q6_k": QK_BLOCK, "q8_0": 32, "q5_0": 32, "q4_0": 32}
+BLOCK_ELEMENTS = {"q4_k": QK_BLOCK, "q5_k": QK_BLOCK, "q6_k": QK_BLOCK, "q8_0": 32, "q5_0": 32, "q4_0": 32, "q4_1": 32}
 
 _TAIL = (
     "(`execution` qualified($execution)^)? (`requirement` qualified($requirement)^)? "
@@ -91,6 +92,8 @@ def dtype_name(element: Attribute) -> str:
             return "q5_0"
         case Q40Type():
             return "q4_0"
+        case Q41Type():
+            return "q4_1"
         case IntegerType(width=IntAttr(data=32)):
             return "i32"
         case _:

@@ -57,9 +57,13 @@ ATTENTION_FIELDS: Mapping[str, tuple[str, ...]] = {
 # ---- quantized linear ----------------------------------------------------
 
 LINEAR_FIELDS: Mapping[str, tuple[str, ...]] = {
-    "weight_format": ("q4_k", "q6_k", "q8_0", "q5_0", "q4_0", "q5_k"),
-    "activation_format": ("q8_k", "q8_0"),
-    "activation_quantizer": ("q8_k_reference_round_half_even", "q8_0_x86_simd_round_half_even"),
+    "weight_format": ("q4_k", "q6_k", "q8_0", "q5_0", "q4_0", "q4_1", "q5_k"),
+    "activation_format": ("q8_k", "q8_0", "q8_1"),
+    "activation_quantizer": (
+        "q8_k_reference_round_half_even",
+        "q8_0_x86_simd_round_half_even",
+        "q8_1_x86_simd_round_half_even_fp16_sum",
+    ),
     "integer_accumulator": (
         "int32_per_32_group_times_6bit_scale",
         "int32_per_16_group_times_int8_scale_offset_by_bsums",
@@ -78,6 +82,7 @@ LINEAR_FIELDS: Mapping[str, tuple[str, ...]] = {
         "int32_32_times_scale_bsums",
         "int32_mins_bsums_fp32_fnmadd_dmin_per_super_block",
         "bsums_fp32_scalar_fma_sum_times_neg_dmin_after_tree",
+        "fp32_scalar_fma_sum_of_fp16_m_times_fp16_s_after_tree",
     ),
     "super_block_order": ("ascending",),
     "horizontal_order": ("x86_lane_tree_of_isa", "none_exact_int32_lane_sums"),
@@ -221,7 +226,7 @@ COMPOSITE_SELECTORS = ("query_batch",)
 # ---- kernel maps ---------------------------------------------------------
 
 KERNEL_OPS = ("attention",) + DECODER_OPS
-DTYPES = ("f32", "f16", "bf16", "q4_k", "q5_k", "q6_k", "q8_k", "q8_0", "q5_0", "q4_0", "i32")
+DTYPES = ("f32", "f16", "bf16", "q4_k", "q5_k", "q6_k", "q8_k", "q8_0", "q5_0", "q4_0", "q4_1", "i32")
 LAYOUTS = ("contiguous", "row_blocks", "head_major_strided", "token_major", "head_major")
 ISA_DISPATCH_KINDS = ("runtime", "compile_time", "scalar")
 ISA_VARIANTS = ("avx512", "avx2", "scalar")

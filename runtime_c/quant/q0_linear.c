@@ -1,6 +1,7 @@
 /* Quantized linear entry points for the 32-element block formats: Q8_0,
- * Q5_0 and Q4_0 weights x Q8_0 activations (contracts *_x_q8_0_fp32_
- * block_order, see v8_quant.h).
+ * Q5_0 and Q4_0 weights x Q8_0 activations, Q4_1 and Q5_1 x Q8_1
+ * (contracts *_x_q8_0_fp32_block_order / *_x_q8_1_fp32_block_order, see
+ * v8_quant.h).
  *
  * As for the K-quants, each provider has the scalar contract oracle (*_ref),
  * the production function (AVX-512 / AVX2 / scalar chosen at run time by
@@ -9,13 +10,15 @@
  * (independent_rows for GEMV, output_tiles for GEMM), so bits never depend
  * on the worker count. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "quant/ql_internal.h"
 
+/* a: activation blocks (Q8_0 or Q8_1 as the format pairs), lda in blocks */
 typedef void (*ql0_tile_fn)(ql0_format fmt, float *y, int64_t ldy, const uint8_t *w,
-                            size_t row_bytes, int64_t nblk, const v8_block_q8_0 *a, int64_t lda,
+                            size_t row_bytes, int64_t nblk, const uint8_t *a, int64_t lda,
                             int64_t ntok, int64_t nrows);
-typedef void (*ql0_quant_fn)(const float *x, v8_block_q8_0 *y, int64_t rows, int64_t k);
+typedef void (*ql0_quant_fn)(const float *x, uint8_t *y, int64_t rows, int64_t k);
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
@@ -52,17 +55,23 @@ typedef void (*ql0_quant_fn)(const float *x, v8_block_q8_0 *y, int64_t rows, int
 
 /* Scalar variant: the oracle's lane model itself. */
 static void q0_tile_scalar(ql0_format fmt, float *y, int64_t ldy, const uint8_t *w,
-                           size_t row_bytes, int64_t nblk, const v8_block_q8_0 *a, int64_t lda,
+                           size_t row_bytes, int64_t nblk, const uint8_t *a, int64_t lda,
                            int64_t ntok, int64_t nrows) {
+    const size_t abytes = ql0_act_bytes(fmt);
     for (int64_t t = 0; t < ntok; ++t) {
         for (int64_t r = 0; r < nrows; ++r) {
-            y[t * ldy + r] = ql0_dot_ref(fmt, w + (size_t)r * row_bytes, a + t * lda, nblk);
+            y[t * ldy + r] = ql0_dot_ref(fmt, w + (size_t)r * row_bytes,
+                                         a + (size_t)(t * lda) * abytes, nblk);
         }
     }
 }
 
-static void q80_rows_scalar(const float *x, v8_block_q8_0 *y, int64_t rows, int64_t k) {
+static void q80_rows_scalar(const float *x, uint8_t *y, int64_t rows, int64_t k) {
     (void)v8_quantize_q8_0(x, y, rows, k);
+}
+
+static void q81_rows_scalar(const float *x, uint8_t *y, int64_t rows, int64_t k) {
+    (void)v8_quantize_q8_1(x, y, rows, k);
 }
 
 typedef struct {
@@ -70,8 +79,9 @@ typedef struct {
     ql0_quant_fn quant;
 } ql0_impl;
 
-static ql0_impl ql0_impl_for(int use_ref) {
-    ql0_impl im = {q0_tile_scalar, q80_rows_scalar};
+static ql0_impl ql0_impl_for(ql0_format fmt, int use_ref) {
+    const int q81 = ql0_has_min(fmt);
+    ql0_impl im = {q0_tile_scalar, q81 ? q81_rows_scalar : q80_rows_scalar};
     if (use_ref) {
         return im;
     }
@@ -79,15 +89,15 @@ static ql0_impl ql0_impl_for(int use_ref) {
     case V8_ISA_AVX512:
         if (v8_cpu_features() & V8_CPU_AVX512VNNI) {
             im.tile = q0_tile_avx512vnni;
-            im.quant = q80_rows_avx512vnni;
+            im.quant = q81 ? q81_rows_avx512vnni : q80_rows_avx512vnni;
         } else {
             im.tile = q0_tile_avx512;
-            im.quant = q80_rows_avx512;
+            im.quant = q81 ? q81_rows_avx512 : q80_rows_avx512;
         }
         return im;
     case V8_ISA_AVX2:
         im.tile = q0_tile_avx2;
-        im.quant = q80_rows_avx2;
+        im.quant = q81 ? q81_rows_avx2 : q80_rows_avx2;
         return im;
     default:
         return im;
@@ -95,9 +105,18 @@ static ql0_impl ql0_impl_for(int use_ref) {
 }
 
 static int ql0_selector(ql0_format fmt) {
-    return fmt == QL0_Q8_0 ? V8_QL_Q8_0_X_Q8_0_FP32_BLOCK_ORDER
-           : fmt == QL0_Q5_0 ? V8_QL_Q5_0_X_Q8_0_FP32_BLOCK_ORDER
-                             : V8_QL_Q4_0_X_Q8_0_FP32_BLOCK_ORDER;
+    switch (fmt) {
+    case QL0_Q8_0:
+        return V8_QL_Q8_0_X_Q8_0_FP32_BLOCK_ORDER;
+    case QL0_Q5_0:
+        return V8_QL_Q5_0_X_Q8_0_FP32_BLOCK_ORDER;
+    case QL0_Q4_0:
+        return V8_QL_Q4_0_X_Q8_0_FP32_BLOCK_ORDER;
+    case QL0_Q4_1:
+        return V8_QL_Q4_1_X_Q8_1_FP32_BLOCK_ORDER;
+    default:
+        return V8_QL_Q5_1_X_Q8_1_FP32_BLOCK_ORDER;
+    }
 }
 
 /* ---- work ----------------------------------------------------------------- */
@@ -109,15 +128,16 @@ typedef struct {
     const uint8_t *w;
     const float *x;
     const float *bias;
-    const v8_block_q8_0 *a;
+    const uint8_t *a;
     int64_t m, n, nb;
-    size_t row_bytes;
+    size_t row_bytes, act_bytes;
     int64_t row_tile, tok_tile, n_row_tiles;
 } ql0_job;
 
 static void ql0_run_tile(const ql0_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     j->im.tile(j->fmt, j->y + t0 * j->n + r0, j->n, j->w + (size_t)r0 * j->row_bytes,
-               j->row_bytes, j->nb, j->a + t0 * j->nb, j->nb, t1 - t0, r1 - r0);
+               j->row_bytes, j->nb, j->a + (size_t)(t0 * j->nb) * j->act_bytes, j->nb, t1 - t0,
+               r1 - r0);
     if (j->bias != NULL) {
         for (int64_t t = t0; t < t1; ++t) {
             for (int64_t r = r0; r < r1; ++r) {
@@ -139,14 +159,15 @@ static void ql0_tile_task(void *ctx, int64_t task, int worker) {
 typedef struct {
     ql0_quant_fn quant;
     const float *x;
-    v8_block_q8_0 *a;
+    uint8_t *a;
     int64_t k, nb;
+    size_t act_bytes;
 } ql0_quant_job;
 
 static void ql0_quant_task(void *ctx, int64_t task, int worker) {
     (void)worker;
     const ql0_quant_job *q = (const ql0_quant_job *)ctx;
-    q->quant(q->x + task * q->k, q->a + task * q->nb, 1, q->k);
+    q->quant(q->x + task * q->k, q->a + (size_t)(task * q->nb) * q->act_bytes, 1, q->k);
 }
 
 static v8_status ql0_linear(v8_threadpool *pool, int use_ref, ql0_format fmt, int contract,
@@ -158,22 +179,25 @@ static v8_status ql0_linear(v8_threadpool *pool, int use_ref, ql0_format fmt, in
     V8_REQUIRE(y != NULL && w != NULL && x != NULL && scratch != NULL, V8_ERR_NULL_ARGUMENT);
     /* K not a multiple of 32 is refused (ggml refuses it too) */
     V8_REQUIRE(m > 0 && n > 0 && k > 0 && k % V8_QK8_0 == 0, V8_ERR_BAD_DIMENSION);
-    const size_t need = v8_ql0_gemm_scratch_bytes(m, k);
+    const size_t need = ql0_has_min(fmt) ? v8_ql1_gemm_scratch_bytes(m, k)
+                                         : v8_ql0_gemm_scratch_bytes(m, k);
     V8_REQUIRE(need > 0 && scratch_bytes >= need, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(((uintptr_t)scratch & 1u) == 0, V8_ERR_BAD_DIMENSION); /* fp16 fields */
     ql0_job j;
     j.fmt = fmt;
-    j.im = ql0_impl_for(use_ref);
+    j.im = ql0_impl_for(fmt, use_ref);
     j.y = y;
     j.w = (const uint8_t *)w;
     j.x = x;
     j.bias = bias;
-    j.a = (const v8_block_q8_0 *)scratch;
+    j.a = (const uint8_t *)scratch;
     j.m = m;
     j.n = n;
     j.nb = k / V8_QK8_0;
     j.row_bytes = (size_t)j.nb * ql0_block_bytes(fmt);
+    j.act_bytes = ql0_act_bytes(fmt);
     if (pool == NULL) {
-        j.im.quant(x, (v8_block_q8_0 *)scratch, m, k);
+        j.im.quant(x, (uint8_t *)scratch, m, k);
         /* weight-row tiles outermost so a tile stays in cache across tokens;
          * the order of independent outputs changes no bits */
         const int64_t rt = 16;
@@ -184,10 +208,11 @@ static v8_status ql0_linear(v8_threadpool *pool, int use_ref, ql0_format fmt, in
     }
     /* the activation: one task per token row when there is enough of it to
      * pay for a pool round trip, otherwise on the caller */
-    ql0_quant_job qj = {j.im.quant, x, (v8_block_q8_0 *)scratch, k, j.nb};
+    ql0_quant_job qj = {j.im.quant, x, (uint8_t *)scratch, k, j.nb, j.act_bytes};
     const int64_t QL0_QUANT_SERIAL = (int64_t)1 << 18;
-    if (m == 1 || (j.im.quant != q80_rows_scalar && m * k <= QL0_QUANT_SERIAL)) {
-        j.im.quant(x, (v8_block_q8_0 *)scratch, m, k);
+    const int scalar = j.im.quant == q80_rows_scalar || j.im.quant == q81_rows_scalar;
+    if (m == 1 || (!scalar && m * k <= QL0_QUANT_SERIAL)) {
+        j.im.quant(x, (uint8_t *)scratch, m, k);
     } else {
         v8_status st = v8_parallel_for(pool, m, ql0_quant_task, &qj);
         V8_REQUIRE(st == V8_OK, st);
@@ -249,3 +274,5 @@ static v8_status ql0_linear(v8_threadpool *pool, int use_ref, ql0_format fmt, in
 QL0_ENTRY_POINTS(q8_0, QL0_Q8_0)
 QL0_ENTRY_POINTS(q5_0, QL0_Q5_0)
 QL0_ENTRY_POINTS(q4_0, QL0_Q4_0)
+QL0_ENTRY_POINTS(q4_1, QL0_Q4_1)
+QL0_ENTRY_POINTS(q5_1, QL0_Q5_1)

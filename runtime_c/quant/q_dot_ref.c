@@ -120,23 +120,35 @@ float ql_q5k_dot_ref(const v8_block_q5_k *w, const v8_block_q8_k *a, int64_t nbl
     return tree8(acc) + mins;
 }
 
-/* 32-element blocks x Q8_0: per block the exact int32 lane sums (lane u:
- * elements [4u, 4u+4)), the block factor as one fp32 product of the two
- * widened fp16 scales, one FMA per lane, blocks ascending, then tree8. */
-float ql0_dot_ref(ql0_format fmt, const uint8_t *w, const v8_block_q8_0 *a, int64_t nblk) {
-    const size_t bytes = ql0_block_bytes(fmt);
+/* 32-element blocks x Q8_0 / Q8_1: per block the exact int32 lane sums
+ * (lane u: elements [4u, 4u+4)), the block factor as one fp32 product of the
+ * two widened fp16 scales, one FMA per lane, blocks ascending, then tree8;
+ * Q4_1 / Q5_1 also fold m * s of every block into one fp32 sum by FMA,
+ * added after the tree. */
+float ql0_dot_ref(ql0_format fmt, const uint8_t *w, const uint8_t *a, int64_t nblk) {
+    const size_t bytes = ql0_block_bytes(fmt), abytes = ql0_act_bytes(fmt);
+    const size_t qs = ql0_act_qs(fmt);
     float acc[8] = {0};
+    float mins = 0.0f;
     for (int64_t i = 0; i < nblk; ++i) {
+        const uint8_t *wb = w + (size_t)i * bytes, *ab = a + (size_t)i * abytes;
         int8_t q[V8_QK8_0];
-        const uint16_t dw = ql0_levels(fmt, w + (size_t)i * bytes, q);
-        const float d = v8_f16_to_f32(dw) * v8_f16_to_f32(a[i].d);
+        const uint16_t dw = ql0_levels(fmt, wb, q);
+        uint16_t da, sa;
+        memcpy(&da, ab, 2);
+        const int8_t *x = (const int8_t *)(ab + qs);
+        const float d = v8_f16_to_f32(dw) * v8_f16_to_f32(da);
         for (int u = 0; u < 8; ++u) {
             int32_t s = 0;
             for (int e = 4 * u; e < 4 * u + 4; ++e) {
-                s += q[e] * a[i].qs[e];
+                s += q[e] * x[e];
             }
             acc[u] = fmaf(d, (float)s, acc[u]);
         }
+        if (ql0_has_min(fmt)) {
+            memcpy(&sa, ab + 2, 2);
+            mins = fmaf(v8_f16_to_f32(ql0_min(wb)), v8_f16_to_f32(sa), mins);
+        }
     }
-    return tree8(acc);
+    return ql0_has_min(fmt) ? tree8(acc) + mins : tree8(acc);
 }

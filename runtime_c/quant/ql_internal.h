@@ -58,15 +58,45 @@ static inline int32_t ql_q5k_min_sum(const uint8_t mn[8], const int16_t bsums[16
 
 /* ---- 32-element block formats ------------------------------------------ */
 
-typedef enum { QL0_Q8_0 = 0, QL0_Q5_0 = 1, QL0_Q4_0 = 2 } ql0_format;
+/* Q8_0 / Q5_0 / Q4_0 pair with Q8_0 activations; Q4_1 / Q5_1 (an fp16 min
+ * m beside the scale) with Q8_1 activations, whose block also carries
+ * s = d * sum(q). */
+typedef enum { QL0_Q8_0 = 0, QL0_Q5_0 = 1, QL0_Q4_0 = 2, QL0_Q4_1 = 3, QL0_Q5_1 = 4 } ql0_format;
 
 static inline size_t ql0_block_bytes(ql0_format fmt) {
-    return fmt == QL0_Q8_0 ? sizeof(v8_block_q8_0)
-           : fmt == QL0_Q5_0 ? sizeof(v8_block_q5_0) : sizeof(v8_block_q4_0);
+    switch (fmt) {
+    case QL0_Q8_0:
+        return sizeof(v8_block_q8_0);
+    case QL0_Q5_0:
+        return sizeof(v8_block_q5_0);
+    case QL0_Q4_0:
+        return sizeof(v8_block_q4_0);
+    case QL0_Q4_1:
+        return sizeof(v8_block_q4_1);
+    default:
+        return sizeof(v8_block_q5_1);
+    }
 }
 
-/* The signed levels of one weight block in element order and its fp16 scale
- * (Q4_0: nibble - 8; Q5_0: (nibble | fifth bit << 4) - 16; Q8_0: as stored). */
+/* formats with a min (x Q8_1 activations) */
+static inline int ql0_has_min(ql0_format fmt) {
+    return fmt == QL0_Q4_1 || fmt == QL0_Q5_1;
+}
+
+/* bytes of one activation block and the offset of its 32 levels */
+static inline size_t ql0_act_bytes(ql0_format fmt) {
+    return ql0_has_min(fmt) ? sizeof(v8_block_q8_1) : sizeof(v8_block_q8_0);
+}
+
+static inline size_t ql0_act_qs(ql0_format fmt) {
+    return ql0_has_min(fmt) ? 4 : 2;
+}
+
+/* The levels of one weight block in element order and its fp16 scale
+ * (Q4_0: nibble - 8; Q5_0: (nibble | fifth bit << 4) - 16; Q8_0: as stored;
+ * Q4_1: nibble; Q5_1: nibble | fifth bit << 4).  Nibble layout: byte j holds
+ * element j (low) and j + 16 (high); fifth bit j of the 32-bit word:
+ * element j. */
 static inline uint16_t ql0_levels(ql0_format fmt, const uint8_t *blk, int8_t q[V8_QK8_0]) {
     uint16_t d;
     memcpy(&d, blk, 2);
@@ -74,12 +104,14 @@ static inline uint16_t ql0_levels(ql0_format fmt, const uint8_t *blk, int8_t q[V
         memcpy(q, blk + 2, V8_QK8_0);
         return d;
     }
-    const uint8_t *qs = blk + (fmt == QL0_Q5_0 ? 6 : 2);
+    const int five = fmt == QL0_Q5_0 || fmt == QL0_Q5_1;
+    const size_t head = ql0_has_min(fmt) ? 4 : 2; /* d (and m) */
+    const uint8_t *qs = blk + head + (five ? 4 : 0);
     uint32_t qh = 0;
-    if (fmt == QL0_Q5_0) {
-        memcpy(&qh, blk + 2, 4);
+    if (five) {
+        memcpy(&qh, blk + head, 4);
     }
-    const int off = fmt == QL0_Q5_0 ? 16 : 8;
+    const int off = fmt == QL0_Q5_0 ? 16 : fmt == QL0_Q4_0 ? 8 : 0;
     for (int j = 0; j < V8_QK8_0 / 2; ++j) {
         const int lo = (qs[j] & 15) | (int)(((qh >> j) & 1u) << 4);
         const int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
@@ -87,6 +119,13 @@ static inline uint16_t ql0_levels(ql0_format fmt, const uint8_t *blk, int8_t q[V
         q[j + 16] = (int8_t)(hi - off);
     }
     return d;
+}
+
+/* the fp16 min m of a Q4_1 / Q5_1 block */
+static inline uint16_t ql0_min(const uint8_t *blk) {
+    uint16_t m;
+    memcpy(&m, blk + 2, 2);
+    return m;
 }
 
 /* K % 32 == 0; `blocks` receives k / 32. */
@@ -97,7 +136,7 @@ static inline v8_status ql0_check_k(int64_t k, int64_t *blocks) {
 }
 
 /* Scalar lane-model dot (the contract oracle's arithmetic) of one weight row
- * of nblk blocks and one Q8_0 activation row. */
-float ql0_dot_ref(ql0_format fmt, const uint8_t *w, const v8_block_q8_0 *a, int64_t nblk);
+ * of nblk blocks and one activation row (Q8_0 or Q8_1 blocks as fmt pairs). */
+float ql0_dot_ref(ql0_format fmt, const uint8_t *w, const uint8_t *a, int64_t nblk);
 
 #endif /* V8_QL_INTERNAL_H */

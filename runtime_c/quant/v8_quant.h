@@ -205,6 +205,7 @@ v8_status v8_q4_k_gemv_split_k_parallel_dispatch(v8_threadpool *pool, int contra
                                                  void *scratch, size_t scratch_bytes);
 
 /* ---- 32-element block formats: Q8_0 / Q5_0 / Q4_0 weights x Q8_0 activations
+ * (Q4_1 / Q5_1 x Q8_1 below)
  *
  * Byte-compatible with ggml's block_q8_0 / block_q5_0 / block_q4_0.  The
  * contract (q8_0 / q5_0 / q4_0 _x_q8_0_fp32_block_order) per 32-element
@@ -221,7 +222,12 @@ v8_status v8_q4_k_gemv_split_k_parallel_dispatch(v8_threadpool *pool, int contra
 enum {
     V8_QL_Q8_0_X_Q8_0_FP32_BLOCK_ORDER = 4,
     V8_QL_Q5_0_X_Q8_0_FP32_BLOCK_ORDER = 5,
-    V8_QL_Q4_0_X_Q8_0_FP32_BLOCK_ORDER = 6
+    V8_QL_Q4_0_X_Q8_0_FP32_BLOCK_ORDER = 6,
+    /* Q4_1 / Q5_1 x Q8_1: the same lanes over the unsigned levels, plus the
+     * block's m * s (fp16 weight min times the activation's fp16 d*sum(q))
+     * folded into one fp32 sum by FMA per block, added after the tree. */
+    V8_QL_Q4_1_X_Q8_1_FP32_BLOCK_ORDER = 8,
+    V8_QL_Q5_1_X_Q8_1_FP32_BLOCK_ORDER = 9
 };
 
 /* 34 bytes: fp16 scale, 32 int8 levels; value = d * q. */
@@ -246,6 +252,30 @@ typedef struct v8_block_q4_0 {
     uint8_t qs[V8_QK8_0 / 2];
 } v8_block_q4_0;
 
+/* 20 bytes: fp16 scale and min, 16 bytes of nibbles as Q4_0;
+ * value = d * nibble + m. */
+typedef struct v8_block_q4_1 {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qs[V8_QK8_0 / 2];
+} v8_block_q4_1;
+
+/* 24 bytes: fp16 scale and min, fifth bits and nibbles as Q5_0;
+ * value = d * (nibble | bit << 4) + m. */
+typedef struct v8_block_q5_1 {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qh[4];
+    uint8_t qs[V8_QK8_0 / 2];
+} v8_block_q5_1;
+
+/* 36 bytes: the Q8_1 activation block: fp16 d, fp16 s = d * sum(qs), 32 int8. */
+typedef struct v8_block_q8_1 {
+    uint16_t d;
+    uint16_t s;
+    int8_t qs[V8_QK8_0];
+} v8_block_q8_1;
+
 /* Q8_0 activation quantizer, the x86 SIMD arithmetic ggml's CPU backend
  * runs on the activation of every Q8_0/Q5_0/Q4_0 mul_mat: per block amax =
  * max |x|, d = amax / 127 (fp32 divide) stored as fp16 (round to nearest
@@ -253,19 +283,30 @@ typedef struct v8_block_q4_0 {
  * saturated to int8.  (ggml's portable reference quantizer differs: it
  * rounds half away from zero and uses id = 1 / d.) */
 v8_status v8_quantize_q8_0(const float *x, void *y, int64_t rows, int64_t k);
+/* Q8_1 activation quantizer (ggml's x86 quantize_row_q8_1): the Q8_0 levels
+ * and d, and s = fp16(d32 * sum of the int32 levels) with d32 the fp32
+ * amax / 127 (before its fp16 rounding). */
+v8_status v8_quantize_q8_1(const float *x, void *y, int64_t rows, int64_t k);
 /* Weight quantizers, byte-identical to ggml's reference ones (what
  * ggml_quantize_chunk writes without an importance matrix). */
 v8_status v8_quantize_q8_0_ref(const float *x, void *y, int64_t rows, int64_t k);
 v8_status v8_quantize_q5_0_ref(const float *x, void *y, int64_t rows, int64_t k);
 v8_status v8_quantize_q4_0_ref(const float *x, void *y, int64_t rows, int64_t k);
+v8_status v8_quantize_q4_1_ref(const float *x, void *y, int64_t rows, int64_t k);
+v8_status v8_quantize_q5_1_ref(const float *x, void *y, int64_t rows, int64_t k);
 /* Dequantizers (fp32 level * fp32(d), as ggml's dequantize_row_*). */
 v8_status v8_dequantize_q8_0(const void *w, float *x, int64_t rows, int64_t k);
 v8_status v8_dequantize_q5_0(const void *w, float *x, int64_t rows, int64_t k);
 v8_status v8_dequantize_q4_0(const void *w, float *x, int64_t rows, int64_t k);
+v8_status v8_dequantize_q4_1(const void *w, float *x, int64_t rows, int64_t k);
+v8_status v8_dequantize_q5_1(const void *w, float *x, int64_t rows, int64_t k);
 
 /* Scratch for the Q8_0 activation blocks (0 for an invalid m or k). */
 size_t v8_ql0_gemv_scratch_bytes(int64_t k);
 size_t v8_ql0_gemm_scratch_bytes(int64_t m, int64_t k);
+/* ... and for the Q8_1 activation blocks of Q4_1 / Q5_1 */
+size_t v8_ql1_gemv_scratch_bytes(int64_t k);
+size_t v8_ql1_gemm_scratch_bytes(int64_t m, int64_t k);
 
 /* GEMV y[n] = W[n,k] . x[k] (+ bias); GEMM Y[m,n] = X[m,k] . W[n,k]^T (+ bias).
  * Partitions as for the K-quants: independent_rows (GEMV), output_tiles (GEMM). */
@@ -328,6 +369,48 @@ v8_status v8_q4_0_gemm(int contract, float *y, const void *w, const float *x,
                        const float *bias, int64_t m, int64_t n, int64_t k,
                        void *scratch, size_t scratch_bytes);
 v8_status v8_q4_0_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x,
+                                         const float *bias, int64_t m, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+
+v8_status v8_q4_1_gemv_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q4_1_gemv(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+v8_status v8_q4_1_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x,
+                                         const float *bias, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+v8_status v8_q4_1_gemm_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t m, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q4_1_gemm(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t m, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+v8_status v8_q4_1_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x,
+                                         const float *bias, int64_t m, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+
+v8_status v8_q5_1_gemv_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q5_1_gemv(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+v8_status v8_q5_1_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const void *w, const float *x,
+                                         const float *bias, int64_t n, int64_t k,
+                                         void *scratch, size_t scratch_bytes);
+v8_status v8_q5_1_gemm_ref(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t m, int64_t n, int64_t k,
+                           void *scratch, size_t scratch_bytes);
+v8_status v8_q5_1_gemm(int contract, float *y, const void *w, const float *x,
+                       const float *bias, int64_t m, int64_t n, int64_t k,
+                       void *scratch, size_t scratch_bytes);
+v8_status v8_q5_1_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
                                          const void *w, const float *x,
                                          const float *bias, int64_t m, int64_t n, int64_t k,
                                          void *scratch, size_t scratch_bytes);

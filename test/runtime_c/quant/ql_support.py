@@ -51,11 +51,13 @@ QUANT_SOURCES = ("quant/q_formats.c", "quant/q_dot_ref.c", "quant/q_linear.c",
 
 # 32-element block formats (x Q8_0 activations): elements and bytes per block
 QK8_0 = 32
-Q0_BLOCK_BYTES = {"q8_0": 34, "q5_0": 22, "q4_0": 18}
+Q0_BLOCK_BYTES = {"q8_0": 34, "q5_0": 22, "q4_0": 18, "q4_1": 20, "q5_1": 24}
+# the activation block each 32-element format pairs with
+Q0_ACTIVATION = {"q8_0": "q8_0", "q5_0": "q8_0", "q4_0": "q8_0", "q4_1": "q8_1", "q5_1": "q8_1"}
 # elements and bytes per block of every weight format the tests drive
 BLOCKS = {"q4_k": (QK_K, Q4_K_BYTES), "q6_k": (QK_K, Q6_K_BYTES), "q8_k": (QK_K, Q8_K_BYTES),
           "q5_k": (QK_K, Q5_K_BYTES),
-          **{f: (QK8_0, b) for f, b in Q0_BLOCK_BYTES.items()}}
+          "q8_1": (QK8_0, 36), **{f: (QK8_0, b) for f, b in Q0_BLOCK_BYTES.items()}}
 
 _GEMV = ("int contract, float *y, const void *w, const float *x, const float *bias, "
          "int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
@@ -90,12 +92,16 @@ v8_status v8_{_fmt}_gemm_parallel_dispatch(v8_threadpool *pool, {_GEMM});
 """
 QUANT_CDEF += """
 enum { V8_QL_Q8_0_X_Q8_0_FP32_BLOCK_ORDER = 4, V8_QL_Q5_0_X_Q8_0_FP32_BLOCK_ORDER = 5,
-        V8_QL_Q4_0_X_Q8_0_FP32_BLOCK_ORDER = 6 };
+        V8_QL_Q4_0_X_Q8_0_FP32_BLOCK_ORDER = 6, V8_QL_Q4_1_X_Q8_1_FP32_BLOCK_ORDER = 8,
+        V8_QL_Q5_1_X_Q8_1_FP32_BLOCK_ORDER = 9 };
 v8_status v8_quantize_q8_0(const float *x, void *y, int64_t rows, int64_t k);
+v8_status v8_quantize_q8_1(const float *x, void *y, int64_t rows, int64_t k);
 size_t v8_ql0_gemv_scratch_bytes(int64_t k);
 size_t v8_ql0_gemm_scratch_bytes(int64_t m, int64_t k);
+size_t v8_ql1_gemv_scratch_bytes(int64_t k);
+size_t v8_ql1_gemm_scratch_bytes(int64_t m, int64_t k);
 """
-for _fmt in ("q8_0", "q5_0", "q4_0"):
+for _fmt in ("q8_0", "q5_0", "q4_0", "q4_1", "q5_1"):
     QUANT_CDEF += f"""
 v8_status v8_quantize_{_fmt}_ref(const float *x, void *y, int64_t rows, int64_t k);
 v8_status v8_dequantize_{_fmt}(const void *w, float *x, int64_t rows, int64_t k);
@@ -149,10 +155,11 @@ class QL:
     # -- quantizers -----------------------------------------------------
     def quantize(self, fmt: str, x: np.ndarray) -> np.ndarray:
         rows, k = x.shape
-        elems, per = BLOCKS["q8_0" if fmt == "q8_0_act" else fmt]
+        elems, per = BLOCKS[{"q8_0_act": "q8_0", "q8_1_act": "q8_1"}.get(fmt, fmt)]
         out = np.zeros((rows, k // elems * per), dtype=np.uint8)
         fn = {"q4_k": self.lib.v8_quantize_q4_k_ref, "q6_k": self.lib.v8_quantize_q6_k_ref,
               "q8_k": self.lib.v8_quantize_q8_k, "q8_0_act": self.lib.v8_quantize_q8_0,
+              "q8_1_act": self.lib.v8_quantize_q8_1,
               "q5_k": self.lib.v8_quantize_q5_k_ref,
               **{f: getattr(self.lib, f"v8_quantize_{f}_ref") for f in Q0_BLOCK_BYTES}}[fmt]
         st = fn(self.ptr(np.ascontiguousarray(x, dtype=np.float32), "float *"),
@@ -178,10 +185,12 @@ class QL:
         n = w.shape[0]
         y = np.full((n,) if gemv else (m, n), np.nan, dtype=np.float32)
         q0 = fmt in Q0_BLOCK_BYTES
-        size = (self.lib.v8_ql0_gemm_scratch_bytes if q0 else self.lib.v8_ql_gemm_scratch_bytes)(m, k)
+        size = (self.lib.v8_ql1_gemm_scratch_bytes if q0 and Q0_ACTIVATION[fmt] == "q8_1"
+                else self.lib.v8_ql0_gemm_scratch_bytes if q0 else self.lib.v8_ql_gemm_scratch_bytes)(m, k)
         scratch = np.zeros(size // 4 + 1, dtype=np.float32)
         sel = contract if contract is not None else (
-            getattr(self.lib, f"V8_QL_{fmt.upper()}_X_Q8_0_FP32_BLOCK_ORDER") if q0
+            getattr(self.lib, f"V8_QL_{fmt.upper()}_X_{Q0_ACTIVATION[fmt].upper()}_FP32_BLOCK_ORDER")
+            if q0
             else self.lib.V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER if fmt == "q4_k"
             else self.lib.V8_QL_Q5_K_X_Q8_K_FP32_BLOCK_ORDER if fmt == "q5_k"
             else self.lib.V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER)
@@ -298,7 +307,7 @@ def import_ggml() -> Any | None:
 
 
 GGML_TYPES = {"q4_k": "GGML_TYPE_Q4_K", "q6_k": "GGML_TYPE_Q6_K", "q8_0": "GGML_TYPE_Q8_0",
-              "q5_k": "GGML_TYPE_Q5_K",
+              "q5_k": "GGML_TYPE_Q5_K", "q4_1": "GGML_TYPE_Q4_1", "q5_1": "GGML_TYPE_Q5_1",
               "q5_0": "GGML_TYPE_Q5_0", "q4_0": "GGML_TYPE_Q4_0"}
 
 
@@ -318,7 +327,7 @@ class GgmlLinear:
         elems, per = BLOCKS[self.fmt]
         self.w_bytes = self.n * (self.k // elems) * per
         # room for ggml's own activation quantization (Q8_K or Q8_0 work data)
-        act = self.m * (self.k // QK_K * Q8_K_BYTES if elems == QK_K else self.k // QK8_0 * 34)
+        act = self.m * (self.k // QK_K * Q8_K_BYTES if elems == QK_K else self.k // QK8_0 * 36)
         mem = self.w_bytes + 4 * self.m * self.k + 4 * self.m * self.n + act + (32 << 20)
         self.ctx = g.ggml_init(g.ggml_init_params(mem_size=mem, mem_buffer=None, no_alloc=False))
         assert self.ctx is not None
@@ -377,7 +386,7 @@ def gguf_roundtrip(path: Path, tensors: dict[str, tuple[str, np.ndarray]]) -> di
     import gguf
 
     qtypes = {f: getattr(gguf.GGMLQuantizationType, f.upper())
-              for f in ("q4_k", "q6_k", "q5_k", "q8_0", "q5_0", "q4_0")}
+              for f in ("q4_k", "q6_k", "q5_k", "q8_0", "q5_0", "q4_0", "q4_1", "q5_1")}
     writer = gguf.GGUFWriter(str(path), "v8-quant-test")
     for name, (fmt, data) in tensors.items():
         writer.add_tensor(name, data, raw_dtype=qtypes[fmt])

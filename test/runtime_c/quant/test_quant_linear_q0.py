@@ -1,11 +1,13 @@
-"""Evidence ladder for the 32-element block contracts (Q8_0 / Q5_0 / Q4_0 x Q8_0).
+"""Evidence ladder for the 32-element block contracts (Q8_0 / Q5_0 / Q4_0 x Q8_0,
+Q4_1 / Q5_1 x Q8_1).
 
 external   ggml mul_mat (ggml_quantize_chunk weights via GGUF; ggml quantizes the activation
            itself) vs our scalar oracle, bit for bit, at 1 and 2 threads; our reference weight
            quantizers vs ggml_quantize_chunk bytes
 oracle     an independent numpy model (own block decoder checked against gguf.quants, numpy
-           Q8_0 activation model, int lane sums, exactly rounded fp32 FMA emulation, the tree)
-           vs oracle, bit for bit; numpy Q8_0 quantizer vs ours, byte for byte
+           Q8_0 / Q8_1 activation model, int lane sums, exactly rounded fp32 FMA emulation, the
+           m*s sum of the _1 formats, the tree) vs oracle, bit for bit; numpy activation
+           quantizer vs ours, byte for byte
 production AVX-512 (with and without VNNI) and AVX2 variants vs oracle, bit for bit
 threadpool 1, 2, 3, 4, 8 workers vs oracle, bit for bit
 """
@@ -19,6 +21,8 @@ import pytest
 from ql_support import (
     ALL_FEATURES,
     ISA_NAMES,
+    Q0_ACTIVATION,
+    Q0_BLOCK_BYTES,
     QK8_0,
     QL,
     GgmlLinear,
@@ -33,22 +37,26 @@ from ql_support import (
 
 from v8dialect.evidence import Outcome, Rung
 
-FMTS = ["q8_0", "q5_0", "q4_0"]
+FMTS = ["q8_0", "q5_0", "q4_0", "q4_1"]
 GEMV_SHAPES = [(896, 896), (1152, 1152), (1024, 3072), (4864, 896)]
 GEMM_TOKENS = [1, 8, 32, 128]
 WORKERS = [1, 2, 3, 4, 8]
 
 
 def contract(fmt: str) -> str:
-    return f"{fmt}_x_q8_0_fp32_block_order"
+    return f"{fmt}_x_{Q0_ACTIVATION[fmt]}_fp32_block_order"
 
 
 def gemv_map(fmt: str) -> str:
-    return f"{fmt}_x_q8_0_gemv"
+    return f"{fmt}_x_{Q0_ACTIVATION[fmt]}_gemv"
 
 
 def gemm_map(fmt: str) -> str:
-    return f"{fmt}_x_q8_0_gemm"
+    return f"{fmt}_x_{Q0_ACTIVATION[fmt]}_gemm"
+
+
+def has_min(fmt: str) -> bool:
+    return Q0_ACTIVATION[fmt] == "q8_1"
 
 
 def shape_id(s: tuple[int, int]) -> str:
@@ -57,8 +65,9 @@ def shape_id(s: tuple[int, int]) -> str:
 
 # ---- independent numpy models ---------------------------------------------------
 
-def numpy_q8_0(x: np.ndarray, *, ties: str = "even") -> tuple[np.ndarray, np.ndarray]:
-    """Q8_0 of rows of x as ggml's x86 quantizer: (d fp16 [rows, nb], q int8 [rows, k]).
+def numpy_q8x(x: np.ndarray, *, ties: str = "even") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q8_0 / Q8_1 of rows of x as ggml's x86 quantizers: (d fp16 [rows, nb], q int8
+    [rows, k], s fp16 [rows, nb] = fp16(d32 * sum q), which only Q8_1 stores).
     ties="away" models the portable reference quantizer's roundf and id = 1/d instead."""
     k = x.shape[-1]
     b = x.reshape(-1, QK8_0).astype(np.float32)
@@ -72,45 +81,57 @@ def numpy_q8_0(x: np.ndarray, *, ties: str = "even") -> tuple[np.ndarray, np.nda
     v = (b * ident.astype(np.float32)[:, None]).astype(np.float32)
     r = np.rint(v) if ties == "even" else np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))
     q = np.clip(r, -128, 127).astype(np.int8)
-    return d.astype(np.float16).reshape(-1, k // QK8_0), q.reshape(-1, k)
+    sums = r.astype(np.int32).sum(axis=1).astype(np.float32)
+    s = (d * sums).astype(np.float32).astype(np.float16)
+    nb = k // QK8_0
+    return d.astype(np.float16).reshape(-1, nb), q.reshape(-1, k), s.reshape(-1, nb)
 
 
-def q8_0_bytes(d: np.ndarray, q: np.ndarray) -> np.ndarray:
-    nb = d.size
-    blk = np.zeros((nb, 34), dtype=np.uint8)
+def q8x_bytes(d: np.ndarray, q: np.ndarray, s: np.ndarray, act: str) -> np.ndarray:
+    nb, head = d.size, 4 if act == "q8_1" else 2
+    blk = np.zeros((nb, head + QK8_0), dtype=np.uint8)
     blk[:, 0:2] = d.reshape(nb, 1).astype("<f2").view(np.uint8)
-    blk[:, 2:34] = q.reshape(nb, QK8_0).view(np.uint8)
+    if act == "q8_1":
+        blk[:, 2:4] = s.reshape(nb, 1).astype("<f2").view(np.uint8)
+    blk[:, head:] = q.reshape(nb, QK8_0).view(np.uint8)
     return blk.reshape(d.shape[0], -1)
 
 
-def numpy_levels(fmt: str, wq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Decode raw weight blocks: (levels int8 [n, nb, 32], d fp16 [n, nb])."""
+def numpy_levels(fmt: str, wq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Decode raw weight blocks: (levels int8 [n, nb, 32], d fp16 [n, nb], m fp16 [n, nb]
+    for the formats with a min, else None)."""
     n = wq.shape[0]
     nb = k // QK8_0
-    per = {"q8_0": 34, "q5_0": 22, "q4_0": 18}[fmt]
+    per = Q0_BLOCK_BYTES[fmt]
     blk = np.ascontiguousarray(wq).reshape(n, nb, per)
     d = blk[:, :, 0:2].copy().view("<f2").reshape(n, nb)
+    m = blk[:, :, 2:4].copy().view("<f2").reshape(n, nb) if has_min(fmt) else None
     if fmt == "q8_0":
-        return blk[:, :, 2:34].copy().view(np.int8), d
+        return blk[:, :, 2:34].copy().view(np.int8), d, m
     qs = blk[:, :, per - 16:].astype(np.int16)
     nib = np.concatenate([qs & 15, qs >> 4], axis=2)
-    if fmt == "q4_0":
-        return (nib - 8).astype(np.int8), d
-    qh = blk[:, :, 2:6].copy().view("<u4").reshape(n, nb, 1)
+    if fmt in ("q4_0", "q4_1"):
+        return (nib - (8 if fmt == "q4_0" else 0)).astype(np.int8), d, m
+    at = 4 if fmt == "q5_1" else 2
+    qh = blk[:, :, at:at + 4].copy().view("<u4").reshape(n, nb, 1)
     bit = ((qh >> np.arange(32, dtype=np.uint32)) & 1).astype(np.int16)
-    return ((nib | (bit << 4)) - 16).astype(np.int8), d
+    return ((nib | (bit << 4)) - (16 if fmt == "q5_0" else 0)).astype(np.int8), d, m
 
 
-def numpy_lane_dot(levels: np.ndarray, wd: np.ndarray, ad: np.ndarray, aq: np.ndarray) -> np.ndarray:
+def numpy_lane_dot(levels: np.ndarray, wd: np.ndarray, wm: np.ndarray | None, ad: np.ndarray,
+                   aq: np.ndarray, as_: np.ndarray) -> np.ndarray:
     """The contract for one activation row: [n] fp32."""
     n, nb, _ = levels.shape
     acc = np.zeros((n, 8), dtype=np.float32)
+    mins = np.zeros(n, dtype=np.float32)
     a = aq.reshape(nb, QK8_0).astype(np.int32)
     for i in range(nb):
         lanes = (levels[:, i, :].astype(np.int32) * a[i]).reshape(n, 8, 4).sum(axis=2)
         d = wd[:, i].astype(np.float32) * np.float32(ad.reshape(-1)[i])  # one fp32 product
         acc = fma32(np.repeat(d[:, None], 8, axis=1), lanes.astype(np.float32), acc)
-    return tree8(acc)
+        if wm is not None:                      # m * s, one fp32 FMA per block
+            mins = fma32(wm[:, i].astype(np.float32), np.full(n, as_.reshape(-1)[i], np.float32), mins)
+    return tree8(acc) + mins if wm is not None else tree8(acc)
 
 
 def gguf_dequant(fmt: str, wq: np.ndarray) -> np.ndarray:
@@ -165,12 +186,13 @@ def test_q8_0_activation_rounding_vs_numpy_and_ggml(ql: QL, ggml_mod: Any, evide
     the lane model with it but not with the reference quantizer's roundf."""
     k = 1024
     x = np.stack([_tie_activation(k), make_activation(k, 32)])
-    ours = ql.quantize("q8_0_act", x)
-    model = q8_0_bytes(*numpy_q8_0(x))
-    away = q8_0_bytes(*numpy_q8_0(x, ties="away"))
+    act = Q0_ACTIVATION[fmt]
+    ours = ql.quantize(f"{act}_act", x)
+    model = q8x_bytes(*numpy_q8x(x), act)
+    away = q8x_bytes(*numpy_q8x(x, ties="away"), act)
     same = bool(np.array_equal(ours, model))
     evidence(Rung.ORACLE, same, contract=contract(fmt), provider=gemv_map(fmt),
-             what="Q8_0 activation quantizer vs numpy model (ties to even, id = 127/amax)",
+             what=f"{act} activation quantizer vs numpy model (ties to even, id = 127/amax)",
              bytes_equal=f"{int(np.count_nonzero(ours == model))}/{ours.size}",
              bytes_differing_from_roundf_model=int(np.count_nonzero(ours != away)))
     assert same
@@ -182,9 +204,9 @@ def test_q8_0_activation_rounding_vs_numpy_and_ggml(ql: QL, ggml_mod: Any, evide
     wq = runner.quantize(make_weights(n, k, 33))
     st, y_ref = ql.linear(fmt, "ref", wq, x[0])
     assert st == 0
-    levels, wd = numpy_levels(fmt, wq, k)
-    y_even = numpy_lane_dot(levels, wd, *numpy_q8_0(x[0]))
-    y_away = numpy_lane_dot(levels, wd, *numpy_q8_0(x[0], ties="away"))
+    levels, wd, wm = numpy_levels(fmt, wq, k)
+    y_even = numpy_lane_dot(levels, wd, wm, *numpy_q8x(x[0]))
+    y_away = numpy_lane_dot(levels, wd, wm, *numpy_q8x(x[0], ties="away"))
     results = {}
     for threads in (1, 2):
         y_g = runner.run(x[0], threads)[0]
@@ -231,24 +253,30 @@ def test_q0_gemv_oracle_vs_numpy_model(ql: QL, models: Any, evidence: Any, fmt: 
     model = models.get(fmt, n, k)
     st, y_ref = ql.linear(fmt, "ref", model.wq, model.x)
     assert st == 0
-    levels, wd = numpy_levels(fmt, model.wq, k)
+    levels, wd, wm = numpy_levels(fmt, model.wq, k)
     # the numpy decoder against gguf's own dequantization, value for value
-    deq = (levels.astype(np.float32) * wd.astype(np.float32)[:, :, None]).reshape(n, k)
+    deq = levels.astype(np.float32) * wd.astype(np.float32)[:, :, None]
+    if wm is not None:
+        deq = deq + wm.astype(np.float32)[:, :, None]
+    deq = deq.reshape(n, k)
     decoder_ok = bool(np.array_equal(deq.view(np.uint32), gguf_dequant(fmt, model.wq).view(np.uint32)))
-    ad, aq = numpy_q8_0(model.x)
-    y_np = numpy_lane_dot(levels, wd, ad, aq)
+    ad, aq, as_ = numpy_q8x(model.x)
+    y_np = numpy_lane_dot(levels, wd, wm, ad, aq, as_)
     same, total = bitexact(y_ref, y_np)
     # and the float64 value of the same quantized operands, as a sanity bound
     x_deq = (np.repeat(ad.astype(np.float32).reshape(-1), QK8_0) * aq.reshape(-1)).astype(np.float64)
     y64 = deq.astype(np.float64) @ x_deq
     rel = float(np.max(np.abs(y_ref - y64) / np.maximum(np.abs(deq) @ np.abs(x_deq), 1e-30)))
     differ64 = total - bitexact(y_ref, y64.astype(np.float32))[0]
-    ok = decoder_ok and same == total and rel <= 2e-6
+    # the _1 formats take the activation sum from the block's fp16 s: looser bound
+    tol = 2e-3 if has_min(fmt) else 2e-6
+    ok = decoder_ok and same == total and rel <= tol
     evidence(Rung.ORACLE, ok, contract=contract(fmt), provider=gemv_map(fmt), shape=f"{n}x{k}",
-             model="numpy decoder (= gguf.quants.dequantize) x numpy Q8_0, int lanes, exact fp32 "
-                   "FMA emulation, lane tree",
+             model=f"numpy decoder (= gguf.quants.dequantize) x numpy {Q0_ACTIVATION[fmt]}, int lanes, "
+                   "exact fp32 FMA emulation, lane tree",
              bitexact=f"{same}/{total}", decoder_equals_gguf=decoder_ok,
-             max_err_rel_to_sum_abs_vs_float64=rel, outputs_differing_from_float64=differ64)
+             max_err_rel_to_sum_abs_vs_float64=rel, tolerance_rel=tol,
+             outputs_differing_from_float64=differ64)
     assert ok, (decoder_ok, same, total, rel)
     assert differ64 > 0        # a different summation order is visible in the bits
 
@@ -365,7 +393,7 @@ def test_q0_gemm_token_groups(ql: QL, evidence: Any, fmt: str, m: int) -> None:
 @pytest.mark.parametrize("fmt", FMTS)
 def test_q0_api_rejects_bad_input_without_writing(ql: QL, evidence: Any, fmt: str) -> None:
     n = 64
-    per = {"q8_0": 34, "q5_0": 22, "q4_0": 18}[fmt]
+    per = Q0_BLOCK_BYTES[fmt]
     checks: dict[str, tuple[int, bool]] = {}
     for k_bad in (48, 900):                       # not a multiple of 32: refused
         w_bad = np.zeros((n, (k_bad // QK8_0 + 1) * per), dtype=np.uint8)
@@ -383,15 +411,16 @@ def test_q0_api_rejects_bad_input_without_writing(ql: QL, evidence: Any, fmt: st
                           ("other_format", 5 if fmt == "q8_0" else 4)):
             st, y = ql.linear(fmt, variant, w, x, workers=2, contract=sel)
             checks[f"{variant}_{name}"] = (st, bool(np.all(np.isnan(y))))
-    sel = getattr(ql.lib, f"V8_QL_{fmt.upper()}_X_Q8_0_FP32_BLOCK_ORDER")
+    sel = getattr(ql.lib, "V8_QL_" + contract(fmt).upper())
+    scratch_fn = ql.lib.v8_ql1_gemv_scratch_bytes if has_min(fmt) else ql.lib.v8_ql0_gemv_scratch_bytes
     fn = getattr(ql.lib, f"v8_{fmt}_gemv")
     y = np.full(n, np.nan, dtype=np.float32)
-    scratch = np.zeros(ql.lib.v8_ql0_gemv_scratch_bytes(k) // 4 + 1, dtype=np.float32)
+    scratch = np.zeros(scratch_fn(k) // 4 + 1, dtype=np.float32)
     st = fn(sel, ql.ptr(y, "float *"), ql.ffi.NULL, ql.ptr(x, "float *"), ql.ffi.NULL, n, k,
             ql.ptr(scratch, "void *"), scratch.nbytes)
     checks["null_weight"] = (st, bool(np.all(np.isnan(y))))
     st = fn(sel, ql.ptr(y, "float *"), ql.ptr(w, "void *"), ql.ptr(x, "float *"), ql.ffi.NULL, n,
-            k, ql.ptr(scratch, "void *"), ql.lib.v8_ql0_gemv_scratch_bytes(k) - 1)
+            k, ql.ptr(scratch, "void *"), scratch_fn(k) - 1)
     checks["short_scratch"] = (st, bool(np.all(np.isnan(y))))
     st = getattr(ql.lib, f"v8_{fmt}_gemv_parallel_dispatch")(
         ql.ffi.NULL, sel, ql.ptr(y, "float *"), ql.ptr(w, "void *"), ql.ptr(x, "float *"),
@@ -402,7 +431,7 @@ def test_q0_api_rejects_bad_input_without_writing(ql: QL, evidence: Any, fmt: st
     for name, (st, untouched) in checks.items():
         expected = want.get(name, 2 if "_k" in name and "kquant" not in name else 3)
         ok &= st == expected and untouched
-    sizes_refused = (ql.lib.v8_ql0_gemv_scratch_bytes(48) == 0
+    sizes_refused = (scratch_fn(48) == 0
                      and ql.lib.v8_ql0_gemm_scratch_bytes(0, 896) == 0)
     evidence(Rung.PRODUCTION, ok and sizes_refused, contract=contract(fmt), provider=gemv_map(fmt),
              what="bad input: status and output untouched; K % 32 != 0 refused",
