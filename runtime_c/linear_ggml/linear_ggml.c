@@ -173,13 +173,16 @@ static float dot_blocks_avx512(const float *w, const float *x, int64_t k) {
     return tail_fused_avx(tree16_avx512(a0), w, x, k0, k);
 }
 
-/* Four weight rows by RN tokens; RN is a constant at every call site. */
+/* Four weight rows by RN <= 6 tokens (24 accumulators, 4 weight vectors, one token
+ * vector: 29 of the 32 zmm registers); RN is a constant at every call site. */
+#define LG_TILE_TOKENS 6
+#define LG_TOKEN_BLOCK 48 /* a multiple of LG_TILE_TOKENS */
 static inline __attribute__((always_inline)) void tile_avx512(const lg_args *a, int64_t n0,
                                                               int64_t m0, const int rn) {
     const int64_t k = a->k;
-    __m512 acc[4][4];
+    __m512 acc[4][LG_TILE_TOKENS];
     for (int i = 0; i < 4; ++i) {
-        for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < LG_TILE_TOKENS; ++j) {
             acc[i][j] = _mm512_setzero_ps();
         }
     }
@@ -206,16 +209,22 @@ static inline __attribute__((always_inline)) void tile_avx512(const lg_args *a, 
 
 static void rows_avx512(const lg_args *a, int64_t n0, int64_t n1) {
     if (a->lane_route) { /* n0, n1 are multiples of four here */
-        for (int64_t nb = n0; nb < n1; nb += 4) {
-            int64_t m0 = 0;
-            for (; m0 + 4 <= a->m; m0 += 4) {
-                tile_avx512(a, nb, m0, 4);
-            }
-            switch (a->m - m0) {
-            case 3: tile_avx512(a, nb, m0, 3); break;
-            case 2: tile_avx512(a, nb, m0, 2); break;
-            case 1: tile_avx512(a, nb, m0, 1); break;
-            default: break;
+        /* token blocks stay cache-resident while the rows stream past them */
+        for (int64_t mb = 0; mb < a->m; mb += LG_TOKEN_BLOCK) {
+            const int64_t me = mb + LG_TOKEN_BLOCK < a->m ? mb + LG_TOKEN_BLOCK : a->m;
+            for (int64_t nb = n0; nb < n1; nb += 4) {
+                int64_t m0 = mb;
+                for (; m0 + LG_TILE_TOKENS <= me; m0 += LG_TILE_TOKENS) {
+                    tile_avx512(a, nb, m0, LG_TILE_TOKENS);
+                }
+                switch (me - m0) {
+                case 5: tile_avx512(a, nb, m0, 5); break;
+                case 4: tile_avx512(a, nb, m0, 4); break;
+                case 3: tile_avx512(a, nb, m0, 3); break;
+                case 2: tile_avx512(a, nb, m0, 2); break;
+                case 1: tile_avx512(a, nb, m0, 1); break;
+                default: break;
+                }
             }
         }
         return;
@@ -312,13 +321,16 @@ static inline __attribute__((always_inline)) void tile_avx2(const lg_args *a, in
 
 static void rows_avx2(const lg_args *a, int64_t n0, int64_t n1) {
     if (a->lane_route) { /* n0, n1 are multiples of four here */
-        for (int64_t nb = n0; nb < n1; nb += 2) {
-            int64_t m0 = 0;
-            for (; m0 + 2 <= a->m; m0 += 2) {
-                tile_avx2(a, nb, m0, 2);
-            }
-            if (m0 < a->m) {
-                tile_avx2(a, nb, m0, 1);
+        for (int64_t mb = 0; mb < a->m; mb += LG_TOKEN_BLOCK) {
+            const int64_t me = mb + LG_TOKEN_BLOCK < a->m ? mb + LG_TOKEN_BLOCK : a->m;
+            for (int64_t nb = n0; nb < n1; nb += 2) {
+                int64_t m0 = mb;
+                for (; m0 + 2 <= me; m0 += 2) {
+                    tile_avx2(a, nb, m0, 2);
+                }
+                if (m0 < me) {
+                    tile_avx2(a, nb, m0, 1);
+                }
             }
         }
         return;
