@@ -59,3 +59,22 @@ v8-regression-fast:
 bench:
 	$(PYTHON) bench/quant_vs_ggml.py
 	$(PYTHON) bench/attention_vs_ggml.py
+
+# The runtime_c numerics with every extension built under AddressSanitizer and UBSan
+# (V8_SANITIZE is part of the build cache key).  cffi loads the extensions into a plain
+# Python, so the ASan runtime is preloaded; leaks are not checked (the interpreter keeps
+# memory until exit); any report aborts the test run.
+SANITIZE_ENV = V8_SANITIZE=address,undefined \
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+.PHONY: test-sanitize fuzz
+# One pytest per folder: the folders' helper modules share names (tiled_model).
+SANITIZE_DIRS = $(sort $(dir $(wildcard test/runtime_c/*/conftest.py test/runtime_c/*/test_*.py)))
+test-sanitize:
+	set -e; for d in $(SANITIZE_DIRS); do $(SANITIZE_ENV) $(PYTEST) -p no:cacheprovider $$d; done
+
+# The fuzz suite at length (1,200 inputs for each of 9 targets); `make test` runs it bounded.
+fuzz:
+	V8_FUZZ_EXAMPLES=1200 $(PYTEST) test/fuzz

@@ -53,6 +53,16 @@ int v8_threadpool_workers(const v8_threadpool *pool);
 """
 
 
+def sanitize_flags() -> tuple[str, ...]:
+    """``V8_SANITIZE=address,undefined`` builds every extension with those sanitizers (any
+    UBSan finding aborts); the process then needs the ASan runtime preloaded, as
+    `make test-sanitize` does.  Part of the cache key, so sanitized and plain builds never mix."""
+    wanted = os.environ.get("V8_SANITIZE", "").strip()
+    if not wanted:
+        return ()
+    return (f"-fsanitize={wanted}", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all", "-g")
+
+
 def cache_root() -> Path:
     configured = os.environ.get("V8_BUILD_CACHE")
     if configured:
@@ -81,7 +91,7 @@ class CBuild:
 
     def digest(self) -> str:
         h = hashlib.sha256()
-        for part in (self.name, self.cdef, self.source, " ".join(self.cflags)):
+        for part in (self.name, self.cdef, self.source, " ".join((*self.cflags, *sanitize_flags()))):
             h.update(part.encode())
             h.update(b"\0")
         h.update(os.environ.get("CC", "gcc").encode())
@@ -116,7 +126,8 @@ def _compile(spec: CBuild, module_name: str, out_dir: Path) -> Path:
         spec.source,
         sources=[str(p) for p in spec.sources()],
         include_dirs=[str(p) for p in spec.all_include_dirs()],
-        extra_compile_args=list(spec.cflags),
+        extra_compile_args=[*spec.cflags, *sanitize_flags()],
+        extra_link_args=list(sanitize_flags()),
         libraries=["m", "pthread"],
     )
     # cffi writes into tmpdir; compile in a private folder then publish the .so

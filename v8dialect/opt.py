@@ -86,7 +86,7 @@ def parse_error_text(error: ParseError) -> str:
     # A one-line input of a megabyte would otherwise be echoed whole, twice.
     context = "\n".join(line if len(line) <= EXCERPT_WIDTH else line[: EXCERPT_WIDTH - 3] + "..."
                          for line in context.split("\n"))
-    return located(f"{where.file}:{where.line}:{where.col}", error.msg, context)
+    return located(f"{where.file}:{where.line}:{where.col}", error.msg.strip(), context)
 
 
 def split_pass_flags(argv: Sequence[str], names: Sequence[str]) -> tuple[list[str], list[str]]:
