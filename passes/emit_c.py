@@ -45,7 +45,8 @@ STAGE = "emit-c"
 HEADERS_ATTR = "v8.c_headers"
 
 C_ELEMENT = {"f32": "float", "f16": "uint16_t", "bf16": "uint16_t", "i32": "int32_t",
-             "q4_k": "void", "q5_k": "void", "q6_k": "void", "q8_0": "void", "q5_0": "void", "q4_0": "void", "q4_1": "void"}
+             "q4_k": "void", "q5_k": "void", "q6_k": "void", "q8_0": "void", "q5_0": "void",
+             "q4_0": "void", "q4_1": "void", "q5_1": "void"}
 C_KEYWORDS = frozenset({"int", "float", "double", "char", "void", "return", "if", "else", "for",
                         "while", "const", "static", "pool", "n_past", "arena", "scratch",
                         "scratch_bytes", "st", "base", "auto", "case", "default"})

@@ -111,6 +111,13 @@ class Q41Type(ParametrizedAttribute, TypeAttribute):
     name = "v8.q4_1"
 
 
+@irdl_attr_definition
+class Q51Type(ParametrizedAttribute, TypeAttribute):
+    """ggml Q5_1: 32 weights in 24 bytes (fp16 d and min m, 32 fifth bits, 16 bytes of nibbles)."""
+
+    name = "v8.q5_1"
+
+
 # ---- keyword-field syntax --------------------------------------------------
 
 
@@ -627,6 +634,7 @@ ATTRIBUTES: list[type[Attribute]] = [
     Q50Type,
     Q40Type,
     Q41Type,
+    Q51Type,
     PartitionAttr,
     AttentionContractAttr,
     LinearContractAttr,

@@ -60,6 +60,7 @@ from v8dialect.attributes import (
     Q6KType,
     Q40Type,
     Q41Type,
+    Q51Type,
     Q50Type,
     Q80Type,
     RequirementAttr,
@@ -208,6 +209,7 @@ def element_type(dtype: str) -> Attribute | None:
         "q5_0": Q50Type(),
         "q4_0": Q40Type(),
         "q4_1": Q41Type(),
+        "q5_1": Q51Type(),
         "i32": i32,
     }.get(dtype)
 

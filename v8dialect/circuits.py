@@ -49,12 +49,13 @@ CIRCUIT_OPS = (*vocab.KERNEL_OPS, "reshape", *PLANNED_OPS)
 SELECTOR_VALUES: Mapping[str, tuple[str, ...]] = {
     "kv_cache_dtype": ("f32", "f16", "bf16"),
     "weight_type": vocab.DTYPES,
-    # whose elementwise arithmetic the activations reproduce: the vector code of ggml's CPU
-    # backend (llama.cpp) or one libm call per element
-    "elementwise_arithmetic": ("ggml_cpu", "libm"),
+    # whose arithmetic the ops reproduce where engines differ: ggml's CPU backend (llama.cpp:
+    # its vector exp, fp16 GELU table, 16-lane fp32 dots) or the portable contracts (one libm
+    # call per element, ascending fp32 dots)
+    "reference_arithmetic": ("ggml_cpu", "portable"),
 }
 # Selector keys read from the manifest (weight_type comes from the op's weight tensor).
-MANIFEST_SELECTORS = ("kv_cache_dtype", "elementwise_arithmetic")
+MANIFEST_SELECTORS = ("kv_cache_dtype", "reference_arithmetic")
 
 # Value names that exist before the first op of a section runs.
 PREDEFINED: Mapping[str, tuple[str, ...]] = {

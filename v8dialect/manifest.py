@@ -75,8 +75,8 @@ FIELDS: Mapping[str, FieldSpec] = {
     "tie_word_embeddings": FieldSpec(FLAG, None, ("tie_word_embeddings",)),
     # Not a property of the model file: how the runtime stores its KV cache.
     "kv_cache_dtype": FieldSpec(WORD, None, ()),
-    # Not a property of the model file either: which engine's activation arithmetic to run.
-    "elementwise_arithmetic": FieldSpec(WORD, None, ()),
+    # Not a property of the model file either: whose arithmetic to reproduce.
+    "reference_arithmetic": FieldSpec(WORD, None, ()),
 }
 
 # Values derived from others when neither the file nor the circuit gives them;

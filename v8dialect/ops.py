@@ -54,17 +54,21 @@ from v8dialect.attributes import (
     Q4KType,
     Q5KType,
     Q6KType,
-    Q80Type,
-    Q50Type,
     Q40Type,
     Q41Type,
+    Q50Type,
+    Q51Type,
+    Q80Type,
     RequirementAttr,
     ResolvedAttr,
 )
 
 QK_BLOCK = 256  # weights per K-quant super-block
 # weights per block of each quantized weight type (K must be a multiple)
-BLOCK_ELEMENTS = {"q4_k": QK_BLOCK, "q5_k": QK_BLOCK, "q6_k": QK_BLOCK, "q8_0": 32, "q5_0": 32, "q4_0": 32, "q4_1": 32}
+BLOCK_ELEMENTS = {"q4_k": QK_BLOCK, "q5_k": QK_BLOCK, "q6_k": QK_BLOCK,
+                  "q8_0": 32, "q5_0": 32, "q4_0": 32, "q4_1": 32, "q5_1": 32}
+# the quantized element types; each prints as !v8.<dtype name>
+QUANT_ELEMENT_TYPES = (Q4KType, Q5KType, Q6KType, Q80Type, Q50Type, Q40Type, Q41Type, Q51Type)
 
 _TAIL = (
     "(`execution` qualified($execution)^)? (`requirement` qualified($requirement)^)? "
@@ -73,6 +77,8 @@ _TAIL = (
 
 
 def dtype_name(element: Attribute) -> str:
+    if isinstance(element, QUANT_ELEMENT_TYPES):
+        return element.name.removeprefix("v8.")
     match element:
         case Float32Type():
             return "f32"
@@ -80,20 +86,6 @@ def dtype_name(element: Attribute) -> str:
             return "f16"
         case BFloat16Type():
             return "bf16"
-        case Q4KType():
-            return "q4_k"
-        case Q6KType():
-            return "q6_k"
-        case Q5KType():
-            return "q5_k"
-        case Q80Type():
-            return "q8_0"
-        case Q50Type():
-            return "q5_0"
-        case Q40Type():
-            return "q4_0"
-        case Q41Type():
-            return "q4_1"
         case IntegerType(width=IntAttr(data=32)):
             return "i32"
         case _:

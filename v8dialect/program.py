@@ -34,9 +34,12 @@ from v8dialect.ops import GraphOp, dtype_name
 
 NUMPY_DTYPES: Mapping[str, Any] = {"f32": np.float32, "f16": np.uint16, "bf16": np.uint16,
                                    "i32": np.int32, "q4_k": np.uint8, "q5_k": np.uint8, "q6_k": np.uint8,
-                                   "q8_0": np.uint8, "q5_0": np.uint8, "q4_0": np.uint8, "q4_1": np.uint8}
-BLOCK_BYTES = {"q4_k": 144, "q5_k": 176, "q6_k": 210, "q8_0": 34, "q5_0": 22, "q4_0": 18, "q4_1": 20}
-BLOCK_ELEMENTS = {"q4_k": 256, "q5_k": 256, "q6_k": 256, "q8_0": 32, "q5_0": 32, "q4_0": 32, "q4_1": 32}
+                                   "q8_0": np.uint8, "q5_0": np.uint8, "q4_0": np.uint8, "q4_1": np.uint8,
+                                   "q5_1": np.uint8}
+BLOCK_BYTES = {"q4_k": 144, "q5_k": 176, "q6_k": 210, "q8_0": 34, "q5_0": 22, "q4_0": 18, "q4_1": 20,
+               "q5_1": 24}
+BLOCK_ELEMENTS = {"q4_k": 256, "q5_k": 256, "q6_k": 256, "q8_0": 32, "q5_0": 32, "q4_0": 32, "q4_1": 32,
+                  "q5_1": 32}
 ALIGN = 64
 
 

@@ -57,7 +57,7 @@ ATTENTION_FIELDS: Mapping[str, tuple[str, ...]] = {
 # ---- quantized linear ----------------------------------------------------
 
 LINEAR_FIELDS: Mapping[str, tuple[str, ...]] = {
-    "weight_format": ("q4_k", "q6_k", "q8_0", "q5_0", "q4_0", "q4_1", "q5_k"),
+    "weight_format": ("q4_k", "q6_k", "q8_0", "q5_0", "q4_0", "q4_1", "q5_1", "q5_k"),
     "activation_format": ("q8_k", "q8_0", "q8_1"),
     "activation_quantizer": (
         "q8_k_reference_round_half_even",
@@ -226,7 +226,8 @@ COMPOSITE_SELECTORS = ("query_batch",)
 # ---- kernel maps ---------------------------------------------------------
 
 KERNEL_OPS = ("attention",) + DECODER_OPS
-DTYPES = ("f32", "f16", "bf16", "q4_k", "q5_k", "q6_k", "q8_k", "q8_0", "q5_0", "q4_0", "q4_1", "i32")
+DTYPES = ("f32", "f16", "bf16", "q4_k", "q5_k", "q6_k", "q8_k", "q8_0", "q5_0", "q4_0", "q4_1", "q5_1",
+          "i32")
 LAYOUTS = ("contiguous", "row_blocks", "head_major_strided", "token_major", "head_major")
 ISA_DISPATCH_KINDS = ("runtime", "compile_time", "scalar")
 ISA_VARIANTS = ("avx512", "avx2", "scalar")

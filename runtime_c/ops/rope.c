@@ -15,6 +15,7 @@
 
 typedef struct rope_args {
     int neox;             /* pair (i, i + n_rot/2) instead of (2i, 2i+1) */
+    int fused;            /* ggml's compiled rotation: one product of each output fused */
     float *y;
     const float *x;
     const int32_t *pos;   /* [n_tokens], or [4][n_tokens] for mrope */
@@ -56,6 +57,26 @@ static inline void rotate(float *y, const float *x, int64_t ia, int64_t ib, floa
     const float p10 = x0 * s, p11 = x1 * c;
     y[ia] = p00 - p01;
     y[ib] = p10 + p11;
+}
+
+/* ggml's rotation as its native build compiles it, for both pair layouts: the products of
+ * x[a] are fused, those of x[b] rounded first (y[a] = fma(x0, c, -(x1 s)),
+ * y[b] = fma(x0, s, x1 c)). */
+static inline void rotate_fused(float *y, const float *x, int64_t ia, int64_t ib, float c, float s) {
+    const float x0 = x[ia];
+    const float x1 = x[ib];
+    const float x1s = x1 * s, x1c = x1 * c;
+    y[ia] = fmaf(x0, c, -x1s);
+    y[ib] = fmaf(x0, s, x1c);
+}
+
+static inline void rotate_pair(const rope_args *a, float *y, const float *x, int64_t ia,
+                               int64_t ib, float c, float s) {
+    if (a->fused) {
+        rotate_fused(y, x, ia, ib, c, s);
+    } else {
+        rotate(y, x, ia, ib, c, s);
+    }
 }
 
 static void copy_tail(float *y, const float *x, int64_t from, int64_t to) {
@@ -115,7 +136,7 @@ static void rope_oracle(const rope_args *a) {
                 float s = sinf(theta[stream]);
                 int64_t ia, ib;
                 pair_offsets(a->neox, a->n_rot, i, &ia, &ib);
-                rotate(y, x, ia, ib, c, s);
+                rotate_pair(a, y, x, ia, ib, c, s);
                 for (int k = 0; k < 4; ++k) {
                     theta[k] = theta[k] * a->theta_scale;
                 }
@@ -148,7 +169,7 @@ static void rope_tokens(const rope_args *a, int64_t t0, int64_t t1) {
             int64_t ia, ib;
             pair_offsets(a->neox, a->n_rot, i, &ia, &ib);
             for (int64_t h = 0; h < a->n_head; ++h) {
-                rotate(y + h * hd, x + h * hd, ia, ib, c, s);
+                rotate_pair(a, y + h * hd, x + h * hd, ia, ib, c, s);
             }
             for (int k = 0; k < 4; ++k) {
                 theta[k] *= a->theta_scale;
@@ -189,13 +210,15 @@ static v8_status prepare_rope(int contract, rope_args *a, float *y, const float 
                               const int32_t *pos, int64_t n_tokens, int64_t n_head,
                               int64_t head_dim, int64_t n_rot, float freq_base) {
     V8_REQUIRE(contract == V8_ROPE_NEOX_FP32_ITERATIVE_THETA ||
-                   contract == V8_ROPE_NORMAL_FP32_ITERATIVE_THETA,
+                   contract == V8_ROPE_NORMAL_FP32_ITERATIVE_THETA ||
+                   contract == V8_ROPE_NEOX_FP32_GGML_FMA || contract == V8_ROPE_NORMAL_FP32_GGML_FMA,
                V8_ERR_UNKNOWN_SELECTOR);
     v8_status st = check_rope(y, x, pos, n_tokens, n_head, head_dim, n_rot, freq_base);
     if (st != V8_OK) {
         return st;
     }
-    a->neox = contract == V8_ROPE_NEOX_FP32_ITERATIVE_THETA;
+    a->neox = contract == V8_ROPE_NEOX_FP32_ITERATIVE_THETA || contract == V8_ROPE_NEOX_FP32_GGML_FMA;
+    a->fused = contract == V8_ROPE_NEOX_FP32_GGML_FMA || contract == V8_ROPE_NORMAL_FP32_GGML_FMA;
     a->y = y;
     a->x = x;
     a->pos = pos;
@@ -256,7 +279,8 @@ static v8_status prepare_mrope(int contract, rope_args *a, float *y, const float
                                int64_t head_dim, int64_t n_rot, float freq_base,
                                const int32_t *sections) {
     V8_REQUIRE(contract == V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS ||
-                   contract == V8_IMROPE_FP32_ITERATIVE_THETA_INTERLEAVED_SECTIONS,
+                   contract == V8_IMROPE_FP32_ITERATIVE_THETA_INTERLEAVED_SECTIONS ||
+                   contract == V8_IMROPE_FP32_GGML_FMA,
                V8_ERR_UNKNOWN_SELECTOR);
     V8_REQUIRE(sections != NULL, V8_ERR_NULL_ARGUMENT);
     v8_status st = check_rope(y, x, pos, n_tokens, n_head, head_dim, n_rot, freq_base);
@@ -283,7 +307,9 @@ static v8_status prepare_mrope(int contract, rope_args *a, float *y, const float
     a->n_rot = n_rot;
     a->theta_scale = theta_scale_of(freq_base, n_rot);
     a->sections = sections;
-    a->interleaved = contract == V8_IMROPE_FP32_ITERATIVE_THETA_INTERLEAVED_SECTIONS;
+    a->interleaved = contract == V8_IMROPE_FP32_ITERATIVE_THETA_INTERLEAVED_SECTIONS ||
+                     contract == V8_IMROPE_FP32_GGML_FMA;
+    a->fused = contract == V8_IMROPE_FP32_GGML_FMA;
     return V8_OK;
 }
 
@@ -293,7 +319,9 @@ static v8_status multi_run(int accepts, int mode, v8_threadpool *pool, int contr
                            const float *x, const int32_t *pos, int64_t n_tokens, int64_t n_head,
                            int64_t head_dim, int64_t n_rot, float freq_base,
                            const int32_t *sections) {
-    V8_REQUIRE(contract == accepts, V8_ERR_UNKNOWN_SELECTOR);
+    const int fused_variant = accepts == V8_IMROPE_FP32_ITERATIVE_THETA_INTERLEAVED_SECTIONS
+                                  ? V8_IMROPE_FP32_GGML_FMA : accepts;
+    V8_REQUIRE(contract == accepts || contract == fused_variant, V8_ERR_UNKNOWN_SELECTOR);
     rope_args a;
     v8_status st = prepare_mrope(contract, &a, y, x, pos, n_tokens, n_head, head_dim, n_rot,
                                  freq_base, sections);

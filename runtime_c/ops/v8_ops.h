@@ -35,8 +35,11 @@ enum {
     V8_QK_NORM_FP32_FP64_SUM_ASCENDING = 0x201,
     V8_ROPE_NEOX_FP32_ITERATIVE_THETA = 0x301,
     V8_ROPE_NORMAL_FP32_ITERATIVE_THETA = 0x302,
+    V8_ROPE_NEOX_FP32_GGML_FMA = 0x303,
+    V8_ROPE_NORMAL_FP32_GGML_FMA = 0x304,
     V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS = 0x311,
     V8_IMROPE_FP32_ITERATIVE_THETA_INTERLEAVED_SECTIONS = 0x312,
+    V8_IMROPE_FP32_GGML_FMA = 0x314,
     V8_EMBEDDING_FP32_ROW_COPY = 0x401,
     V8_KV_STORE_F16_ROUND_NEAREST_EVEN = 0x801,
     V8_KV_STORE_FP32_COPY = 0x802,
@@ -95,6 +98,9 @@ v8_status v8_qk_norm_f32_parallel_dispatch(v8_threadpool *pool, int contract, fl
  *   pair i (0 <= i < n_rot/2) is (a, b) = (i, i + n_rot/2) for
  *     rope_neox_fp32_iterative_theta, (2i, 2i+1) for rope_normal_fp32_iterative_theta
  *   y[a] = x[a]*c_i - x[b]*s_i;  y[b] = x[a]*s_i + x[b]*c_i          (each product rounded)
+ * rope_{neox,normal}_fp32_ggml_fma: the same angles and pairs, with the rotation
+ * llama.cpp's native build computes (the products of x[a] fused, those of x[b] rounded):
+ *   y[a] = fmaf(x[a], c, -(x[b]*s));  y[b] = fmaf(x[a], s, x[b]*c)
  * freq_base > 0 and finite.  y may alias x exactly.  Tokens are independent
  * (partition independent_rows over tokens, effect none). */
 v8_status v8_rope_f32_ref(int contract, float *y, const float *x, const int32_t *pos,
@@ -136,7 +142,8 @@ v8_status v8_mrope_f32_parallel_dispatch(v8_threadpool *pool, int contract, floa
  *   else w if sector % 3 == 2 and sector < 3*sections[2];
  *   else t if sector % 3 == 0 and sector < 3*sections[0];
  *   else e                                   (tested in exactly this order).
- * Each provider accepts only its own selector. */
+ * imrope_fp32_ggml_fma: the same streams with the fused neox rotation above.
+ * Each provider accepts only its own selectors. */
 v8_status v8_imrope_f32_ref(int contract, float *y, const float *x, const int32_t *pos,
                             int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
                             float freq_base, const int32_t *sections);

@@ -260,9 +260,9 @@ def build_program(gguf_path: Path, circuit: str, prefill_tokens: int,
     from v8dialect.program import build, parse
 
     out = out_dir / f"{circuit}_{prefill_tokens}.mlir"
-    # the numpy decoders model the libm activations (swiglu_fp32_expf, geglu_fp32_tanh)
+    # the numpy decoders model the portable contracts (swiglu_fp32_expf, geglu_fp32_tanh, ...)
     rc = main([str(gguf_path), "--circuit", circuit, "--prefill-tokens", str(prefill_tokens),
-               "--kv-capacity", str(kv_capacity), "--set", "elementwise_arithmetic=libm",
+               "--kv-capacity", str(kv_capacity), "--set", "reference_arithmetic=portable",
                "-o", str(out)])
     assert rc == 0, f"v8-build exited {rc}"
     text = out.read_text()

@@ -48,6 +48,7 @@ def test_packaged_registries_load_with_every_family() -> None:
         "q4_k_x_q8_k_fp32_split_k_ascending_merge",
         "q5_k_x_q8_k_fp32_block_order",
         "q4_1_x_q8_1_fp32_block_order",
+        "q5_1_x_q8_1_fp32_block_order",
         "q8_0_x_q8_0_fp32_block_order",
         "q5_0_x_q8_0_fp32_block_order",
         "q4_0_x_q8_0_fp32_block_order",

@@ -37,11 +37,16 @@ def _libraries() -> tuple[Any, Any]:
     lib_dir = Path(import_llama_cpp().__file__).parent / "lib"
     base = ctypes.CDLL(str(lib_dir / "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
     cpu = ctypes.CDLL(str(lib_dir / "libggml-cpu.so"), mode=ctypes.RTLD_GLOBAL)
-    p, i64, sz = ctypes.c_void_p, ctypes.c_int64, ctypes.c_size_t
+    p, i64, sz, f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_size_t, ctypes.c_float
     signatures: dict[str, tuple[Any, list[Any], Any]] = {
         "ggml_init": (base, [InitParams], p),
         "ggml_free": (base, [p], None),
+        "ggml_new_tensor_1d": (base, [p, ctypes.c_int, i64], p),
         "ggml_new_tensor_2d": (base, [p, ctypes.c_int, i64, i64], p),
+        "ggml_new_tensor_3d": (base, [p, ctypes.c_int, i64, i64, i64], p),
+        "ggml_rope_ext": (base, [p, p, p, p, ctypes.c_int, ctypes.c_int, ctypes.c_int, f, f, f, f, f, f], p),
+        "ggml_rope_multi": (base, [p, p, p, p, ctypes.c_int, ctypes.c_int * 4, ctypes.c_int,
+                                   ctypes.c_int, f, f, f, f, f, f], p),
         "ggml_mul_mat": (base, [p, p, p], p),
         "ggml_swiglu_split": (base, [p, p, p], p),
         "ggml_geglu_split": (base, [p, p, p], p),
@@ -154,6 +159,31 @@ class GgmlOps:
               threads: int = 1) -> np.ndarray[Any, Any]:
         """gelu(gate) * up (ggml_geglu_split)."""
         return self._glu(self.base.ggml_geglu_split, gate, up, threads)
+
+    def rope(self, x: np.ndarray[Any, Any], pos: np.ndarray[Any, Any], n_rot: int, freq_base: float,
+             mode: str, sections: tuple[int, int, int, int] | None = None,
+             threads: int = 1) -> np.ndarray[Any, Any]:
+        """RoPE of x[T, H, D] at positions pos[T] (or [4][T] with sections), mode 'neox',
+        'normal' or 'imrope'; plain frequencies (freq_scale 1, no YaRN, attn_factor 1)."""
+        t, h, d = x.shape
+        modes = {"normal": 0, "neox": 2, "imrope": 40}
+
+        def build(ctx: int) -> int:
+            xt = self.base.ggml_new_tensor_3d(ctx, TYPES["f32"], d, h, t)
+            ctypes.memmove(GgmlTensor.from_address(xt).data,
+                           np.ascontiguousarray(x, np.float32).ctypes.data, x.size * 4)
+            p32 = np.ascontiguousarray(pos, np.int32).reshape(-1)
+            pt = self.base.ggml_new_tensor_1d(ctx, 26, p32.size)  # GGML_TYPE_I32
+            ctypes.memmove(GgmlTensor.from_address(pt).data, p32.ctypes.data, p32.nbytes)
+            args = (0, 1.0, 0.0, 1.0, 32.0, 1.0)  # n_ctx_orig, freq_scale, ext, attn, beta_fast, beta_slow
+            if sections is None:
+                return self.base.ggml_rope_ext(ctx, xt, pt, None, n_rot, modes[mode], args[0],
+                                               freq_base, *args[1:])
+            secs = (ctypes.c_int * 4)(*sections)
+            return self.base.ggml_rope_multi(ctx, xt, pt, None, n_rot, secs, modes[mode], args[0],
+                                             freq_base, *args[1:])
+
+        return self._run(build, threads, t, h * d).reshape(t, h, d)
 
     def gelu_table(self) -> np.ndarray[Any, Any]:
         """The CPU backend's fp16 GELU table (65536 fp16 bit patterns, indexed by x's fp16 bits)."""

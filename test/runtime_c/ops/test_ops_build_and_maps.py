@@ -37,6 +37,7 @@ def cc() -> str:
 FUSED_BY_CONTRACT = {
     "glu_ggml.c": "swiglu_fp32_ggml_vexp: ggml's polynomial exp is a chain of FMAs; "
                   "geglu_fp32_ggml_fp16_table: the table's 1 + (A x) x is one FMA",
+    "rope.c": "rope_*_ggml_fma: one product of each rotated output is fused (fmaf)",
 }
 
 
