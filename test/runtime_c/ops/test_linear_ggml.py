@@ -345,3 +345,51 @@ def test_argument_checks_leave_output_untouched(lg: ModuleType, pools: dict[int,
     evidence(Rung.PRODUCTION, ok, contract=BOTH, provider=PROVIDER,
              what="argument checks leave the output untouched", checks=seen)
     assert ok, {k: v for k, v in seen.items() if not v}
+
+
+# ---- build and kernel map ----------------------------------------------------------------------
+
+COMPILE_CONFIGS = {
+    "baseline": ["-march=x86-64"],
+    "avx2": ["-mavx2", "-mfma", "-mf16c"],
+    "gnu_native_contract_fast": ["-std=gnu11", "-march=native", "-ffp-contract=fast", "-O3"],
+}
+
+
+@pytest.mark.parametrize("config", list(COMPILE_CONFIGS))
+def test_source_compiles_warning_free(tmp_path: Any, config: str) -> None:
+    import shutil
+    import subprocess
+
+    from v8dialect.paths import runtime_include_dir
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    assert compiler, "no C compiler"
+    cmd = [compiler, "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-c",
+           *COMPILE_CONFIGS[config], f"-I{runtime_include_dir()}", f"-I{runtime_c_dir()}",
+           str(runtime_c_dir() / "linear_ggml" / "linear_ggml.c"), "-o", str(tmp_path / "lg.o")]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, (" ".join(cmd), proc.stderr)
+
+
+def test_kernel_map_agrees_with_header_and_registry() -> None:
+    import json
+
+    from v8dialect.contracts import load_registry
+    from v8dialect.kernel_maps import load_kernel_maps
+    path = runtime_c_dir() / "linear_ggml" / "linear_ggml_fp32.kmap.json"
+    raw = json.loads(path.read_text())
+    header = (runtime_c_dir() / raw["header"]).read_text()
+    for c in raw["contracts"]:
+        assert re.search(rf"\b{c['selector']}\s*=", header), c
+    want = [f"{a['ctype']} {a['name']}".replace("* ", "*") for a in raw["abi"]["args"]]
+    for role, fn in raw["functions"].items():
+        decl = re.search(rf"v8_status\s+{fn}\s*\(([^;]*)\);", header)
+        assert decl, (role, fn)
+        params = [re.sub(r"\s+", " ", p.strip()).replace("* ", "*")
+                  for p in decl.group(1).split(",")]
+        if role == "threadpool":
+            assert params[0] == "v8_threadpool *pool"
+            params = params[1:]
+        assert params == want, (fn, params, want)
+    loaded = {m.id: m for m in load_kernel_maps(load_registry()).maps}
+    assert loaded[PROVIDER].selectors == dict(zip(CONTRACTS, SELECTORS))
