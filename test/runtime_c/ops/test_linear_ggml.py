@@ -189,7 +189,7 @@ def test_numpy_fma_model_is_correctly_rounded() -> None:
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((2, 20000)).astype(F32)
     c = (rng.standard_normal(20000) * 1e-7).astype(F32)
-    want = np.array([libm.fmaf(float(p), float(q), float(r)) for p, q, r in zip(a, b, c)], F32)
+    want = np.array([libm.fmaf(float(p), float(q), float(r)) for p, q, r in zip(a, b, c, strict=True)], F32)
     assert same_bits(fma32(a, b, c), want) == 0
 
 
@@ -392,4 +392,43 @@ def test_kernel_map_agrees_with_header_and_registry() -> None:
             params = params[1:]
         assert params == want, (fn, params, want)
     loaded = {m.id: m for m in load_kernel_maps(load_registry()).maps}
-    assert loaded[PROVIDER].selectors == dict(zip(CONTRACTS, SELECTORS))
+    assert loaded[PROVIDER].selectors == dict(zip(CONTRACTS, SELECTORS, strict=True))
+
+
+# ---- through the compiler ----------------------------------------------------------------------
+
+def test_emitted_program_resolves_to_this_provider_and_gives_the_model_bits() -> None:
+    from v8dialect.contract_ir import to_attr
+    from v8dialect.contracts import load_registry
+    from v8dialect.program import build as build_program
+
+    registry = load_registry()
+
+    def attr(cid: str) -> str:
+        found = registry.get(cid)
+        assert found is not None
+        return str(to_attr(found, registry))
+
+    def t(*dims: int) -> str:
+        return "tensor<" + "x".join(map(str, dims)) + "xf32>"
+
+    T, N, K = 5, 36, 96  # noqa: N806  lane route at prefill, block route (with a tail) at decode
+    text = f"""
+func.func @prefill(%x: {t(T, K)}, %w: {t(N, K)}) -> {t(T, N)} {{
+  %y = v8.linear "proj" prefill %x, %w contract {attr(CONTRACTS[0])} : ({t(T, K)}, {t(N, K)}) -> {t(T, N)}
+  func.return %y : {t(T, N)}
+}}
+func.func @decode(%x: {t(1, K)}, %w: {t(N, K)}) -> {t(1, N)} {{
+  %y = v8.logits "head" decode %x, %w contract {attr(CONTRACTS[1])} : ({t(1, K)}, {t(N, K)}) -> {t(1, N)}
+  func.return %y : {t(1, N)}
+}}
+"""
+    program = build_program(text)
+    assert "v8_linear_f32_ggml_parallel_dispatch(" in program.c_source
+    rng = np.random.default_rng(15)
+    w, x, _ = data(rng, T, N, K)
+    for workers in (1, 2, 3):
+        (y,) = program.run("prefill", workers=workers, x=x, w=w)
+        assert same_bits(y, model(w, x, None)) == 0
+        (y,) = program.run("decode", n_past=0, workers=workers, x=x[:1], w=w)
+        assert same_bits(y, model(w, x[:1], None)) == 0
