@@ -60,8 +60,8 @@ from v8dialect.attributes import (
     Q6KType,
     Q40Type,
     Q41Type,
-    Q51Type,
     Q50Type,
+    Q51Type,
     Q80Type,
     RequirementAttr,
 )

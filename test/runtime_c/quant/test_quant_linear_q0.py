@@ -37,7 +37,7 @@ from ql_support import (
 
 from v8dialect.evidence import Outcome, Rung
 
-FMTS = ["q8_0", "q5_0", "q4_0", "q4_1"]
+FMTS = ["q8_0", "q5_0", "q4_0", "q4_1", "q5_1"]
 GEMV_SHAPES = [(896, 896), (1152, 1152), (1024, 3072), (4864, 896)]
 GEMM_TOKENS = [1, 8, 32, 128]
 WORKERS = [1, 2, 3, 4, 8]
