@@ -15,7 +15,7 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -75,7 +75,7 @@ class GgmlOps:
         self.base, self.cpu = _libraries()
         self.mem_bytes = mem_bytes
 
-    def __enter__(self) -> GgmlOps:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
