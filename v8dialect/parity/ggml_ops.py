@@ -7,7 +7,9 @@ ctypes: per-op evidence from the same build of ggml whose arithmetic the end-to-
 
 Numpy arrays are row-major [rows, cols]; a ggml tensor with ne = (cols, rows).  The op runs
 on a fresh context with `ggml_graph_compute_with_ctx`, the CPU backend's own kernels and
-thread split (no scheduler, no repacked weights).
+thread split (no scheduler, no repacked weights).  `mul_mat_repacked` instead places the
+weight in the CPU backend's repack buffer type ("CPU_REPACK", as llama.cpp's model loader does
+by default) and runs the graph on a CPU backend, so the weight's repacked GEMV/GEMM kernels run.
 """
 
 from __future__ import annotations
@@ -55,12 +57,30 @@ def _libraries() -> tuple[Any, Any]:
         "ggml_quantize_chunk": (base, [ctypes.c_int, p, p, i64, i64, i64, p], sz),
         "ggml_graph_compute_with_ctx": (cpu, [p, p, ctypes.c_int], ctypes.c_int),
         "ggml_cpu_init": (cpu, [], None),
+        "ggml_backend_alloc_ctx_tensors_from_buft": (base, [p, p], p),
+        "ggml_backend_buffer_free": (base, [p], None),
+        "ggml_backend_buffer_name": (base, [p], ctypes.c_char_p),
+        "ggml_backend_tensor_set": (base, [p, p, sz, sz], None),
+        "ggml_backend_graph_compute": (base, [p, p], ctypes.c_int),
+        "ggml_backend_free": (base, [p], None),
+        "ggml_backend_cpu_buffer_type": (base, [], p),
+        "ggml_backend_cpu_init": (cpu, [], p),
+        "ggml_backend_cpu_set_n_threads": (cpu, [p, ctypes.c_int], None),
+        # C++ linkage: ggml::cpu's repack buffer type, ggml_backend_cpu_repack_buffer_type()
+        "_Z35ggml_backend_cpu_repack_buffer_typev": (cpu, [], p),
     }
     for name, (lib, args, res) in signatures.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, res
     cpu.ggml_cpu_init()
     return base, cpu
+
+
+class _TensorExtra(ctypes.Structure):
+    """struct ggml_tensor up to its `extra` pointer (set by the repack buffer's init_tensor
+    to the weight's repack traits, or left NULL when the type/shape is not repacked)."""
+
+    _fields_ = [("head", GgmlTensor), ("extra", ctypes.c_void_p)]
 
 
 def row_bytes(dtype: str, cols: int) -> int:
@@ -138,6 +158,68 @@ class GgmlOps:
             return self.base.ggml_mul_mat(ctx, wt, xt)
 
         return self._run(build, threads, m, n)
+
+    def mul_mat_repacked(self, w: np.ndarray[Any, Any], dtype: str, x: np.ndarray[Any, Any],
+                         cols: int, threads: int = 1) -> tuple[np.ndarray[Any, Any], bool]:
+        """y[M, N] = x[M, K] . W[N, K]^T with W (raw blocks) set into a CPU_REPACK buffer, the
+        graph run by a CPU backend with `threads` threads.  Returns (y, repacked): repacked is
+        False when the repack buffer kept the weight plain (no repack traits for this type and
+        row count on this CPU), in which case y came from the ordinary mul_mat."""
+        n, m = w.shape[0], x.shape[0]
+        raw = np.ascontiguousarray(w)
+        if raw.nbytes != n * row_bytes(dtype, cols):
+            raise ValueError(f"{dtype}[{n}x{cols}] needs {n * row_bytes(dtype, cols)} bytes, "
+                             f"got {raw.nbytes}")
+        xs = np.ascontiguousarray(x, np.float32)
+        base, cpu = self.base, self.cpu
+        overhead = 1 << 20
+        ctx_w = base.ggml_init(InitParams(overhead, None, True))
+        ctx = base.ggml_init(InitParams(overhead, None, True))
+        buf_w = buf = backend = None
+        try:
+            if not ctx_w or not ctx:
+                raise MemoryError("ggml_init failed")
+            wt = base.ggml_new_tensor_2d(ctx_w, TYPES[dtype], cols, n)
+            buf_w = base.ggml_backend_alloc_ctx_tensors_from_buft(
+                ctx_w, cpu._Z35ggml_backend_cpu_repack_buffer_typev())
+            if not buf_w:
+                raise MemoryError("CPU_REPACK buffer allocation failed")
+            if base.ggml_backend_buffer_name(buf_w) != b"CPU_REPACK":
+                raise RuntimeError("the weight buffer is not the CPU_REPACK buffer type")
+            repacked = bool(_TensorExtra.from_address(wt).extra)
+            if repacked:
+                base.ggml_backend_tensor_set(wt, raw.ctypes.data, 0, raw.nbytes)   # repacks
+            else:
+                ctypes.memmove(GgmlTensor.from_address(wt).data, raw.ctypes.data, raw.nbytes)
+            xt = base.ggml_new_tensor_2d(ctx, TYPES["f32"], cols, m)
+            out = base.ggml_mul_mat(ctx, wt, xt)
+            graph = base.ggml_new_graph(ctx)
+            base.ggml_build_forward_expand(graph, out)
+            buf = base.ggml_backend_alloc_ctx_tensors_from_buft(ctx, base.ggml_backend_cpu_buffer_type())
+            if not buf:
+                raise MemoryError("CPU buffer allocation failed")
+            base.ggml_backend_tensor_set(xt, xs.ctypes.data, 0, xs.nbytes)
+            backend = cpu.ggml_backend_cpu_init()
+            if not backend:
+                raise RuntimeError("ggml_backend_cpu_init failed")
+            cpu.ggml_backend_cpu_set_n_threads(backend, threads)
+            status = base.ggml_backend_graph_compute(backend, graph)
+            if status != 0:
+                raise RuntimeError(f"ggml_backend_graph_compute failed with status {status}")
+            data = GgmlTensor.from_address(out).data
+            res = (ctypes.c_float * (m * n)).from_address(data)
+            return np.array(np.ctypeslib.as_array(res).reshape(m, n), np.float32), repacked
+        finally:
+            if backend:
+                base.ggml_backend_free(backend)
+            if buf:
+                base.ggml_backend_buffer_free(buf)
+            if buf_w:
+                base.ggml_backend_buffer_free(buf_w)
+            if ctx:
+                base.ggml_free(ctx)
+            if ctx_w:
+                base.ggml_free(ctx_w)
 
     def _glu(self, fn: Any, gate: np.ndarray[Any, Any], up: np.ndarray[Any, Any],
              threads: int) -> np.ndarray[Any, Any]:
