@@ -517,7 +517,42 @@ class CompositeContractAttr(ContractAttr):
     at_or_above: AttentionContractAttr
 
 
-AnyContractAttr = AttentionContractAttr | LinearContractAttr | OpContractAttr | CompositeContractAttr
+@irdl_attr_definition
+class LinearCompositeContractAttr(ContractAttr):
+    """A contract that picks one of two linear contracts by the activation rows of the call.
+
+    Rows (``selector = query_batch``) below ``threshold`` run ``below``, the
+    others ``at_or_above``; both parts read one weight format.
+    """
+
+    name = "v8.linear_composite_contract"
+    FIELDS = {
+        "selector": Word(vocab.COMPOSITE_SELECTORS),
+        "threshold": Integer(),
+        "below": Nested((LinearContractAttr,)),
+        "at_or_above": Nested((LinearContractAttr,)),
+    }
+
+    contract_id: StringAttr
+    selector: StringAttr
+    threshold: IntAttr
+    below: LinearContractAttr
+    at_or_above: LinearContractAttr
+
+    def verify(self) -> None:
+        super().verify()
+        formats = {part.word("weight_format") for part in (self.below, self.at_or_above)}
+        if len(formats) != 1:
+            raise VerifyException(
+                f"composite '{self.id}' mixes weight formats: {', '.join(sorted(formats))}")
+
+    @property
+    def weight_format(self) -> str:
+        return self.below.word("weight_format")
+
+
+AnyContractAttr = (AttentionContractAttr | LinearContractAttr | OpContractAttr | CompositeContractAttr
+                   | LinearCompositeContractAttr)
 
 # ---- execution, requirement and resolution -----------------------------------
 
@@ -640,6 +675,7 @@ ATTRIBUTES: list[type[Attribute]] = [
     LinearContractAttr,
     OpContractAttr,
     CompositeContractAttr,
+    LinearCompositeContractAttr,
     ExecutionRequirementAttr,
     ExecutionAttr,
     RequirementAttr,

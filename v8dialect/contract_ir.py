@@ -17,6 +17,7 @@ from v8dialect.attributes import (
     AttentionContractAttr,
     CompositeContractAttr,
     KeywordAttribute,
+    LinearCompositeContractAttr,
     LinearContractAttr,
     OpContractAttr,
     PartitionAttr,
@@ -36,7 +37,17 @@ def partition_attr(partition: Partition) -> PartitionAttr:
 def to_attr(contract: Contract, registry: ContractRegistry) -> AnyContractAttr:
     if contract.composite is not None:
         below, above = (to_attr(p, registry) for p in registry.parts(contract))
+        if contract.family == "linear":
+            assert isinstance(below, LinearContractAttr) and isinstance(above, LinearContractAttr)
+            return LinearCompositeContractAttr(
+                StringAttr(contract.id),
+                StringAttr(contract.composite.selector),
+                IntAttr(contract.composite.threshold),
+                below,
+                above,
+            )
         assert isinstance(below, AttentionContractAttr) and isinstance(above, AttentionContractAttr)
+        assert contract.composite.head_dim_multiple_of is not None
         return CompositeContractAttr(
             StringAttr(contract.id),
             StringAttr(contract.composite.selector),

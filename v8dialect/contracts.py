@@ -7,8 +7,10 @@ contracts of one family:
 - ``linear``: quantized dot products (block formats, accumulators, lanes);
 - ``op``: the other decoder ops (storage, compute, rounding points, reduction).
 
-Attention registries may also hold composites, which pick one of two
-contracts by a declared selector and threshold.
+Attention and linear registries may also hold composites, which pick one of
+two plain contracts of their own family by a declared selector and threshold
+(attention: also a head-dimension condition; linear: both parts read the same
+weight format).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from v8dialect.paths import contracts_dir
 
 SCHEMA = "v8.contracts/1"
 FAMILIES = ("attention", "linear", "op")
+COMPOSITE_FAMILIES = ("attention", "linear")
 
 FAMILY_FIELDS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "attention": vocab.ATTENTION_FIELDS,
@@ -48,9 +51,16 @@ class Partition:
 
 @dataclass(frozen=True)
 class Composite:
+    """Run ``below`` while the selector's value is under ``threshold``, else ``at_or_above``.
+
+    ``head_dim_multiple_of`` is the attention composite's second condition (the
+    tiled part also needs the head dimension to be a multiple of it); a linear
+    composite has none.
+    """
+
     selector: str
     threshold: int
-    head_dim_multiple_of: int
+    head_dim_multiple_of: int | None
     below: str
     at_or_above: str
 
@@ -153,7 +163,7 @@ def parse_contract_id(node: Node) -> str:
 
 
 def parse_contract(node: Node, family: str) -> Contract:
-    is_composite = family == "attention" and node.has("composite")
+    is_composite = family in COMPOSITE_FAMILIES and node.has("composite")
     spec = FAMILY_FIELDS[family]
     if is_composite:
         required: list[str] = [*COMMON_REQUIRED, "composite"]
@@ -176,7 +186,8 @@ def parse_contract(node: Node, family: str) -> Contract:
             "status 'validated' needs an 'evidence' list naming the ledger entries behind it"
         )
     if is_composite:
-        return Contract(**common, composite=parse_composite(node.child("composite")))  # type: ignore[arg-type]
+        composite = parse_composite(node.child("composite"), family)
+        return Contract(**common, composite=composite)  # type: ignore[arg-type]
     contract = Contract(
         **common,  # type: ignore[arg-type]
         fields=parse_fields(node, spec),
@@ -190,12 +201,17 @@ def parse_contract(node: Node, family: str) -> Contract:
     return contract
 
 
-def parse_composite(node: Node) -> Composite:
-    node.object(["selector", "threshold", "head_dim_multiple_of", "below", "at_or_above"])
+def parse_composite(node: Node, family: str = "attention") -> Composite:
+    fields = ["selector", "threshold", "below", "at_or_above"]
+    if family == "attention":
+        fields.insert(2, "head_dim_multiple_of")
+    node.object(fields)
     return Composite(
         selector=node.child("selector").word(vocab.COMPOSITE_SELECTORS),
         threshold=node.child("threshold").integer(minimum=1),
-        head_dim_multiple_of=node.child("head_dim_multiple_of").integer(minimum=1),
+        head_dim_multiple_of=(
+            node.child("head_dim_multiple_of").integer(minimum=1) if family == "attention" else None
+        ),
         below=parse_contract_id(node.child("below")),
         at_or_above=parse_contract_id(node.child("at_or_above")),
     )
@@ -280,6 +296,16 @@ def check_composites(candidates: Iterable[Contract], contracts: Mapping[str, Con
             if part.is_composite or part.family != contract.family:
                 raise DataError(file, where,
                                 f"composite part '{part_id}' must be a plain {contract.family} contract")
+            if part.family == "linear" and contract.family == "linear":
+                first = contracts.get(contract.composite.below)
+                if first is not None and not first.is_composite and (
+                        part.field_value("weight_format") != first.field_value("weight_format")):
+                    raise DataError(
+                        file, where,
+                        f"composite '{contract.id}' mixes weight formats: part '{part_id}' reads "
+                        f"{part.field_value('weight_format')}, part '{first.id}' reads "
+                        f"{first.field_value('weight_format')}",
+                    )
             if vocab.STATUSES.index(part.status) < vocab.STATUSES.index(contract.status):
                 raise DataError(
                     file, where,

@@ -46,6 +46,7 @@ from v8dialect.attributes import (
     CompositeContractAttr,
     ContractAttr,
     ExecutionRequirementAttr,
+    LinearCompositeContractAttr,
     LinearContractAttr,
     MaskAttr,
     OpContractAttr,
@@ -226,7 +227,7 @@ class ProjectionOp(GraphOp):
     w = operand_def(TensorType)
     bias = opt_operand_def(TensorType)
     out = result_def(TensorType)
-    contract = prop_def(LinearContractAttr | OpContractAttr)
+    contract = prop_def(LinearContractAttr | LinearCompositeContractAttr | OpContractAttr)
 
     assembly_format = (
         "$node $phase $x `,` $w (`bias` $bias^)? `contract` qualified($contract) " + _TAIL
@@ -249,10 +250,11 @@ class ProjectionOp(GraphOp):
                 f"{block}-element {'super-blocks' if block == QK_BLOCK else 'blocks'}"
             )
         contract = self.required_contract
-        if isinstance(contract, LinearContractAttr) and contract.word("weight_format") != weight:
-            raise VerifyException(
-                f"contract '{contract.id}' needs {contract.word('weight_format')} weights, got {weight}"
-            )
+        needs = (contract.word("weight_format") if isinstance(contract, LinearContractAttr)
+                 else contract.weight_format if isinstance(contract, LinearCompositeContractAttr)
+                 else None)
+        if needs is not None and needs != weight:
+            raise VerifyException(f"contract '{contract.id}' needs {needs} weights, got {weight}")
         self.verify_contract_op()
 
     def dtypes(self) -> Mapping[str, str]:

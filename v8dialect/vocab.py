@@ -63,6 +63,7 @@ LINEAR_FIELDS: Mapping[str, tuple[str, ...]] = {
         "q8_k_reference_round_half_even",
         "q8_0_x86_simd_round_half_even",
         "q8_1_x86_simd_round_half_even_fp16_sum",
+        "q8_k_4_row_interleaved_round_half_even_sign_equivalent",
     ),
     "integer_accumulator": (
         "int32_per_32_group_times_6bit_scale",
@@ -70,11 +71,14 @@ LINEAR_FIELDS: Mapping[str, tuple[str, ...]] = {
         "int32_4_element_lanes_per_32_block",
         "int32_per_super_block_6bit_scale_times_32_group_dot",
         "int32_per_super_block_int8_scale_times_16_group_dot_offset_by_bsums",
+        "int32_per_64_element_pair_of_groups_6bit_scale_times_32_group_dot",
     ),
     "float_accumulator": (
         "fp32_8_lanes_fma",
         "fp32_8_lanes_fma_block_factor_fp16_product",
         "fp32_one_chain_per_output_fma_super_block_value_times_activation_d",
+        "fp32_chain_per_output_fma_super_block_int_times_rounded_d_times_activation_d",
+        "fp32_chain_per_output_fma_64_element_int_in_4_row_groups_super_block_int_in_tail_rows",
     ),
     "min_correction": (
         "none",
@@ -83,6 +87,7 @@ LINEAR_FIELDS: Mapping[str, tuple[str, ...]] = {
         "int32_mins_bsums_fp32_fnmadd_dmin_per_super_block",
         "bsums_fp32_scalar_fma_sum_times_neg_dmin_after_tree",
         "fp32_scalar_fma_sum_of_fp16_m_times_fp16_s_after_tree",
+        "int32_mins_bsums_own_fp32_fma_chain_rounded_dmin_times_activation_d_subtracted_at_end",
     ),
     "super_block_order": ("ascending",),
     "horizontal_order": ("x86_lane_tree_of_isa", "none_exact_int32_lane_sums"),

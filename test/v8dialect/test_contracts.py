@@ -55,6 +55,9 @@ def test_packaged_registries_load_with_every_family() -> None:
         "q4_k_x_q8_k_fp32_super_block_fma_chain",
         "q6_k_x_q8_k_fp32_super_block_fma_chain",
         "q5_k_x_q8_k_fp32_super_block_fma_chain",
+        "q4_k_x_q8_k_llamacpp_auto_rows8",
+        "q5_k_x_q8_k_llamacpp_auto_rows8",
+        "q6_k_x_q8_k_llamacpp_auto_rows8",
     }
     ops = {c.op for c in registry.contracts.values() if c.family == "op"}
     assert {"rmsnorm", "qk_norm", "rope", "swiglu", "geglu", "residual_add", "embedding",
@@ -192,3 +195,65 @@ def test_unsupported_schema_is_rejected(tmp_path: Path) -> None:
     error = rejected(tmp_path, "attention.json", edit)
     assert error.json_path == "$.schema"
     assert "unsupported schema 'v8.contracts/0'" in error.message
+
+
+# ---- linear composites (contracts/quantized_linear_auto.json) -----------------------------
+
+
+def test_linear_composites_pick_block_order_below_8_rows_and_tiled_from_8() -> None:
+    registry = load_registry()
+    for fmt in ("q4_k", "q5_k", "q6_k"):
+        auto = registry.contracts[f"{fmt}_x_q8_k_llamacpp_auto_rows8"]
+        assert auto.family == "linear" and auto.composite is not None
+        assert (auto.composite.selector, auto.composite.threshold) == ("query_batch", 8)
+        assert auto.composite.head_dim_multiple_of is None
+        below, above = registry.parts(auto)
+        assert below.id == f"{fmt}_x_q8_k_fp32_block_order"
+        assert above.id == f"{fmt}_x_q8_k_fp32_super_block_fma_chain"
+
+
+def _other_files() -> list[Path]:
+    return [f for f in sorted(contracts_dir().glob("*.json")) if f.name != "quantized_linear_auto.json"]
+
+
+def _auto(doc: Doc) -> Doc:
+    return next(c for c in doc["contracts"] if c["id"] == "q4_k_x_q8_k_llamacpp_auto_rows8")
+
+
+def test_linear_composite_with_missing_part_is_rejected(tmp_path: Path) -> None:
+    error = rejected(tmp_path, "quantized_linear_auto.json",
+                     lambda doc: _auto(doc)["composite"].update(below="q4_k_x_q8_k_fp32_nothing"),
+                     *_other_files())
+    assert error.json_path.endswith(".composite.below")
+    assert "references missing contract 'q4_k_x_q8_k_fp32_nothing'" in error.message
+
+
+def test_linear_composite_of_another_family_is_rejected(tmp_path: Path) -> None:
+    error = rejected(tmp_path, "quantized_linear_auto.json",
+                     lambda doc: _auto(doc)["composite"].update(at_or_above="fp32_online"),
+                     *_other_files())
+    assert "composite part 'fp32_online' must be a plain linear contract" in error.message
+
+
+def test_linear_composite_mixing_weight_formats_is_rejected(tmp_path: Path) -> None:
+    edit = lambda doc: _auto(doc)["composite"].update(  # noqa: E731
+        at_or_above="q6_k_x_q8_k_fp32_super_block_fma_chain")
+    error = rejected(tmp_path, "quantized_linear_auto.json", edit, *_other_files())
+    assert error.json_path.endswith(".composite.at_or_above")
+    assert "mixes weight formats" in error.message
+
+
+def test_linear_composite_takes_no_head_dim_condition(tmp_path: Path) -> None:
+    error = rejected(tmp_path, "quantized_linear_auto.json",
+                     lambda doc: _auto(doc)["composite"].update(head_dim_multiple_of=16),
+                     *_other_files())
+    assert "unknown field 'head_dim_multiple_of'" in error.message
+
+
+def test_linear_composite_claiming_more_than_its_parts_is_rejected(tmp_path: Path) -> None:
+    def edit(doc: Doc) -> None:
+        _auto(doc).update(status="validated", evidence=["python -m pytest test/runtime_c/quant_tiled"])
+
+    error = rejected(tmp_path, "quantized_linear_auto.json", edit, *_other_files())
+    assert ("claims status 'validated' but its part 'q4_k_x_q8_k_fp32_super_block_fma_chain' "
+            "is only 'unresolved'") in error.message
