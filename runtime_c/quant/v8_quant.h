@@ -1,4 +1,6 @@
-/* Quantized linear kernels: Q4_K / Q6_K weights times Q8_K activations.
+/* Quantized linear kernels: Q4_K / Q5_K / Q6_K weights times Q8_K
+ * activations (this part), and the 32-element block formats Q8_0 / Q5_0 /
+ * Q4_0 x Q8_0 and Q4_1 / Q5_1 x Q8_1 (the section further below).
  *
  * Block layouts are byte-compatible with ggml (llama.cpp), so weights read
  * from GGUF files feed these kernels directly.  Every dot product follows a
@@ -7,7 +9,8 @@
  *   integer part   exact int32 sums per fp32 lane (any evaluation order gives
  *                  the same integers, so SIMD variants may differ here);
  *   float part     8 fp32 lanes, one FMA per lane per super-block, super-blocks
- *                  ascending; Q4_K also 4 fp32 "min" lanes; then a fixed
+ *                  ascending; Q4_K also 4 fp32 "min" lanes (Q5_K one fp32
+ *                  min sum instead, see its selector); then a fixed
  *                  horizontal tree (below).  This is the part that pins bits.
  *
  * Lane u (0..7) of a super-block holds the integer sum of the weight*activation
