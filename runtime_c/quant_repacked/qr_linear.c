@@ -1,0 +1,376 @@
+/* Repacked-weight quantized linear (see v8_quant_repacked.h for the contract).
+ *
+ * Three functions per shape (GEMV, GEMM) with one argument list each: the
+ * scalar contract oracle (*_ref: one output at a time, straight from the Q8_K
+ * blocks and the plain Q4_K rows), the production function (runtime ISA
+ * dispatch) and *_parallel_dispatch (16-row weight tiles over the pool).
+ * Every output is computed whole by one tile, so neither the ISA variant, the
+ * tile shape nor the worker count can change a bit.
+ *
+ * Scratch: [m x nb Q8_K blocks] of the quantized activation. */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "quant_repacked/v8_quant_repacked.h"
+
+#define QR_ROWS 16      /* weight rows per tile (AVX-512: one vector; AVX2: two) */
+#define QR_TOKS 16      /* tokens per tile */
+#define QR_QUANT_ROWS 16 /* activation rows per quantization task */
+
+typedef struct {
+    float *y;
+    const uint8_t *w;
+    const float *x;
+    const float *bias;
+    v8_block_q8_k *a;   /* [m][nb] */
+    int64_t m, n, k, nb;
+    int64_t m4;         /* rows [0, m4) take the half-pair (4-row GEMM) form */
+    size_t row_bytes;
+    int64_t n_row_tiles, n_tok_tiles;
+} qr_job;
+
+/* One super-block of up to QR_ROWS weight rows, decoded and transposed so one
+ * vector load gives a 4-code group for consecutive rows: unsigned codes
+ * [4-element group kg][row][4], integer scales and mins [group][row], the
+ * widened fp16 d and dmin per row.  Rows past the tile are zero. */
+typedef struct {
+    uint8_t q[V8_QK_K / 4][QR_ROWS][4];
+    int32_t sc[8][QR_ROWS];
+    int32_t mn[8][QR_ROWS];
+    float d[QR_ROWS];
+    float dmin[QR_ROWS];
+} qr_wtile;
+
+/* ---- weight decoding ------------------------------------------------------ */
+
+static void qr_scales_mins(const uint8_t s[12], int32_t sc[8], int32_t mn[8]) {
+    for (int g = 0; g < 4; ++g) {
+        sc[g] = s[g] & 63;
+        mn[g] = s[g + 4] & 63;
+        sc[g + 4] = (s[g + 8] & 15) | ((s[g] >> 6) << 4);
+        mn[g + 4] = (s[g + 8] >> 4) | ((s[g + 4] >> 6) << 4);
+    }
+}
+
+/* Element e of a Q4_K super-block: 64-element chunk c = e / 64 holds in byte
+ * l of qs[32c .. 32c+31] element 64c + l (low nibble) and 64c + 32 + l (high). */
+static void qr_codes(const v8_block_q4_k *blk, uint8_t q[V8_QK_K]) {
+    for (int c = 0; c < 4; ++c) {
+        for (int l = 0; l < 32; ++l) {
+            q[64 * c + l] = blk->qs[32 * c + l] & 15;
+            q[64 * c + 32 + l] = blk->qs[32 * c + l] >> 4;
+        }
+    }
+}
+
+static void qr_decode_tile(const qr_job *j, int64_t r0, int nrows, int64_t b, qr_wtile *t) {
+    memset(t, 0, sizeof(*t));
+    for (int r = 0; r < nrows; ++r) {
+        const v8_block_q4_k *blk =
+            (const v8_block_q4_k *)(j->w + (size_t)(r0 + r) * j->row_bytes) + b;
+        uint8_t q[V8_QK_K];
+        int32_t sc[8], mn[8];
+        qr_codes(blk, q);
+        for (int kg = 0; kg < V8_QK_K / 4; ++kg) {
+            memcpy(t->q[kg][r], &q[4 * kg], 4);
+        }
+        qr_scales_mins(blk->scales, sc, mn);
+        for (int g = 0; g < 8; ++g) {
+            t->sc[g][r] = sc[g];
+            t->mn[g][r] = mn[g];
+        }
+        t->d[r] = v8_f16_to_f32(blk->d);
+        t->dmin[r] = v8_f16_to_f32(blk->dmin);
+    }
+}
+
+static void qr_store_row(const qr_job *j, const float *out, int64_t t, int64_t r0, int64_t r1) {
+    float *yrow = j->y + t * j->n;
+    for (int64_t r = r0; r < r1; ++r) {
+        const float v = out[r - r0];
+        yrow[r] = j->bias != NULL ? v + j->bias[r] : v;   /* after the chains */
+    }
+}
+
+/* ---- scalar oracle -------------------------------------------------------- */
+
+static float qr_dot_ref(const uint8_t *wrow, const v8_block_q8_k *a, int64_t nb, int halves) {
+    float acc = 0.0f, accm = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+        const v8_block_q4_k *blk = (const v8_block_q4_k *)wrow + b;
+        const v8_block_q8_k *ab = a + b;
+        uint8_t q[V8_QK_K];
+        int32_t sc[8], mn[8], p[8], mp[8];
+        qr_codes(blk, q);
+        qr_scales_mins(blk->scales, sc, mn);
+        for (int g = 0; g < 8; ++g) {
+            int32_t dot = 0;
+            for (int e = 32 * g; e < 32 * g + 32; ++e) {
+                dot += (int32_t)q[e] * (int32_t)ab->qs[e];
+            }
+            p[g] = sc[g] * dot;
+            mp[g] = mn[g] * ((int32_t)ab->bsums[2 * g] + (int32_t)ab->bsums[2 * g + 1]);
+        }
+        const float ds = v8_f16_to_f32(blk->d) * ab->d;      /* one rounding each */
+        const float dm = v8_f16_to_f32(blk->dmin) * ab->d;
+        if (halves) {
+            for (int h = 0; h < 4; ++h) {
+                acc = fmaf((float)(p[2 * h] + p[2 * h + 1]), ds, acc);
+                accm = fmaf((float)(mp[2 * h] + mp[2 * h + 1]), dm, accm);
+            }
+        } else {
+            int32_t s1 = 0, s2 = 0;
+            for (int g = 0; g < 8; ++g) {
+                s1 += p[g];
+                s2 += mp[g];
+            }
+            acc = fmaf((float)s1, ds, acc);
+            accm = fmaf((float)s2, dm, accm);
+        }
+    }
+    return acc - accm;
+}
+
+static void qr_tile_scalar(const qr_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+        float out[QR_ROWS];
+        for (int64_t r = r0; r < r1; ++r) {
+            out[r - r0] = qr_dot_ref(j->w + (size_t)r * j->row_bytes, j->a + t * j->nb, j->nb,
+                                     t < j->m4);
+        }
+        qr_store_row(j, out, t, r0, r1);
+    }
+}
+
+/* ---- ISA variants ------------------------------------------------------------ */
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+#define QR_FN(name) name##_avx512vnni
+#define QR_LANES 16
+#define QR_VI __m512i
+#define QR_VF __m512
+#define QR_ZERO_I() _mm512_setzero_si512()
+#define QR_SET1_I(v) _mm512_set1_epi32(v)
+#define QR_LOADU_I(p) _mm512_loadu_si512((const void *)(p))
+#define QR_ADD_I(a, b) _mm512_add_epi32(a, b)
+#define QR_MULLO(a, b) _mm512_mullo_epi32(a, b)
+#define QR_DOT4(acc, w, a) _mm512_dpbusd_epi32(acc, w, a)
+#define QR_CVT(a) _mm512_cvtepi32_ps(a)
+#define QR_SET1_F(v) _mm512_set1_ps(v)
+#define QR_LOADU_F(p) _mm512_loadu_ps(p)
+#define QR_STOREU_F(p, v) _mm512_storeu_ps(p, v)
+#define QR_MUL_F(a, b) _mm512_mul_ps(a, b)
+#define QR_SUB_F(a, b) _mm512_sub_ps(a, b)
+#define QR_FMADD(a, b, c) _mm512_fmadd_ps(a, b, c)
+#include "quant_repacked/qr_kernels.inc"
+#undef QR_FN
+#undef QR_DOT4
+#pragma GCC pop_options
+
+/* AVX-512 without VNNI: the four-byte dot as maddubs (u8 x s8 pairs, exact:
+ * |pair| <= 2*15*128 < 2^15) then madd with ones; same integers as dpbusd. */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#define QR_FN(name) name##_avx512
+#define QR_DOT4(acc, w, a) \
+    _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w, a), _mm512_set1_epi16(1)))
+#include "quant_repacked/qr_kernels.inc"
+#undef QR_FN
+#undef QR_DOT4
+#undef QR_LANES
+#undef QR_VI
+#undef QR_VF
+#undef QR_ZERO_I
+#undef QR_SET1_I
+#undef QR_LOADU_I
+#undef QR_ADD_I
+#undef QR_MULLO
+#undef QR_CVT
+#undef QR_SET1_F
+#undef QR_LOADU_F
+#undef QR_STOREU_F
+#undef QR_MUL_F
+#undef QR_SUB_F
+#undef QR_FMADD
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#define QR_FN(name) name##_avx2
+#define QR_LANES 8
+#define QR_VI __m256i
+#define QR_VF __m256
+#define QR_ZERO_I() _mm256_setzero_si256()
+#define QR_SET1_I(v) _mm256_set1_epi32(v)
+#define QR_LOADU_I(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+#define QR_ADD_I(a, b) _mm256_add_epi32(a, b)
+#define QR_MULLO(a, b) _mm256_mullo_epi32(a, b)
+#define QR_DOT4(acc, w, a) \
+    _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)))
+#define QR_CVT(a) _mm256_cvtepi32_ps(a)
+#define QR_SET1_F(v) _mm256_set1_ps(v)
+#define QR_LOADU_F(p) _mm256_loadu_ps(p)
+#define QR_STOREU_F(p, v) _mm256_storeu_ps(p, v)
+#define QR_MUL_F(a, b) _mm256_mul_ps(a, b)
+#define QR_SUB_F(a, b) _mm256_sub_ps(a, b)
+#define QR_FMADD(a, b, c) _mm256_fmadd_ps(a, b, c)
+#include "quant_repacked/qr_kernels.inc"
+#pragma GCC pop_options
+
+typedef void (*qr_tile_fn)(const qr_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+
+static qr_tile_fn qr_tile_for(int use_ref) {
+    if (use_ref) {
+        return qr_tile_scalar;
+    }
+    switch (v8_cpu_best_isa()) {
+    case V8_ISA_AVX512:
+        return (v8_cpu_features() & V8_CPU_AVX512VNNI) ? qr_tile_avx512vnni : qr_tile_avx512;
+    case V8_ISA_AVX2:
+        return qr_tile_avx2;
+    default:
+        return qr_tile_scalar;
+    }
+}
+
+/* ---- scratch, checks, driver ---------------------------------------------------- */
+
+size_t v8_qlr_gemm_scratch_bytes(int64_t m, int64_t k) {
+    if (m <= 0 || k <= 0 || k % V8_QK_K != 0 || m > ((int64_t)1 << 32) || k > ((int64_t)1 << 32)) {
+        return 0;
+    }
+    const uint64_t nb = (uint64_t)(k / V8_QK_K);
+    const uint64_t bytes = (uint64_t)m * nb * sizeof(v8_block_q8_k);
+    if (bytes / nb / sizeof(v8_block_q8_k) != (uint64_t)m || bytes > (uint64_t)SIZE_MAX) {
+        return 0;
+    }
+    return (size_t)bytes;
+}
+
+size_t v8_qlr_gemv_scratch_bytes(int64_t k) {
+    return v8_qlr_gemm_scratch_bytes(1, k);
+}
+
+typedef struct {
+    const qr_job *j;
+    qr_tile_fn tile;
+} qr_task_ctx;
+
+static void qr_quant_task(void *ctx, int64_t task, int worker) {
+    (void)worker;
+    const qr_job *j = ((const qr_task_ctx *)ctx)->j;
+    const int64_t t0 = task * QR_QUANT_ROWS;
+    const int64_t t1 = t0 + QR_QUANT_ROWS < j->m ? t0 + QR_QUANT_ROWS : j->m;
+    (void)v8_quantize_q8_k(j->x + t0 * j->k, j->a + t0 * j->nb, t1 - t0, j->k);
+}
+
+/* Task = one 16-row weight tile over every token tile (rows are independent). */
+static void qr_row_task(void *ctx, int64_t task, int worker) {
+    (void)worker;
+    const qr_task_ctx *c = (const qr_task_ctx *)ctx;
+    const qr_job *j = c->j;
+    const int64_t r0 = task * QR_ROWS, r1 = r0 + QR_ROWS < j->n ? r0 + QR_ROWS : j->n;
+    for (int64_t tt = 0; tt < j->n_tok_tiles; ++tt) {
+        const int64_t t0 = tt * QR_TOKS, t1 = t0 + QR_TOKS < j->m ? t0 + QR_TOKS : j->m;
+        c->tile(j, r0, r1, t0, t1);
+    }
+}
+
+static v8_status qr_linear(v8_threadpool *pool, int use_ref, int expected, int contract,
+                           float *y, const void *w, const float *x, const float *bias,
+                           int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes) {
+    V8_REQUIRE(contract == expected, V8_ERR_UNKNOWN_SELECTOR);
+    V8_REQUIRE(y != NULL && w != NULL && x != NULL && scratch != NULL, V8_ERR_NULL_ARGUMENT);
+    V8_REQUIRE(m > 0 && n > 0 && k > 0 && k % V8_QK_K == 0, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(n <= ((int64_t)1 << 40), V8_ERR_BAD_DIMENSION);
+    const size_t need = v8_qlr_gemm_scratch_bytes(m, k);
+    V8_REQUIRE(need > 0 && scratch_bytes >= need, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(((uintptr_t)scratch & 3u) == 0, V8_ERR_BAD_DIMENSION);
+    qr_job j;
+    j.y = y;
+    j.w = (const uint8_t *)w;
+    j.x = x;
+    j.bias = bias;
+    j.a = (v8_block_q8_k *)scratch;
+    j.m = m;
+    j.n = n;
+    j.k = k;
+    j.nb = k / V8_QK_K;
+    /* llama.cpp: the GEMM takes 4*floor(m/4) rows (only when m > 3), the GEMV the rest */
+    j.m4 = contract == V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_4_ROW_GROUPS ? m - m % 4 : 0;
+    j.row_bytes = (size_t)j.nb * sizeof(v8_block_q4_k);
+    j.n_row_tiles = (n + QR_ROWS - 1) / QR_ROWS;
+    j.n_tok_tiles = (m + QR_TOKS - 1) / QR_TOKS;
+    qr_task_ctx c = {&j, qr_tile_for(use_ref)};
+    if (use_ref) {
+        (void)v8_quantize_q8_k(x, j.a, m, k);
+        for (int64_t t = 0; t < m; ++t) {
+            for (int64_t r = 0; r < n; ++r) {
+                const float v = qr_dot_ref(j.w + (size_t)r * j.row_bytes, j.a + t * j.nb, j.nb,
+                                           t < j.m4);
+                y[t * n + r] = bias != NULL ? v + bias[r] : v;
+            }
+        }
+        return V8_OK;
+    }
+    const int64_t quant_tasks = (m + QR_QUANT_ROWS - 1) / QR_QUANT_ROWS;
+    if (pool == NULL) {
+        for (int64_t task = 0; task < quant_tasks; ++task) {
+            qr_quant_task(&c, task, 0);
+        }
+        for (int64_t task = 0; task < j.n_row_tiles; ++task) {
+            qr_row_task(&c, task, 0);
+        }
+        return V8_OK;
+    }
+    v8_status st = v8_parallel_for(pool, quant_tasks, qr_quant_task, &c);
+    V8_REQUIRE(st == V8_OK, st);
+    return v8_parallel_for(pool, j.n_row_tiles, qr_row_task, &c);
+}
+
+/* ---- public entry points ------------------------------------------------------- */
+
+#define QR_GEMV V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_SUPER_BLOCK_CHAIN
+#define QR_GEMM V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_4_ROW_GROUPS
+
+v8_status v8_q4_k_repacked_gemv_ref(int contract, float *y, const void *w, const float *x,
+                                    const float *bias, int64_t n, int64_t k, void *scratch,
+                                    size_t scratch_bytes) {
+    return qr_linear(NULL, 1, QR_GEMV, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q4_k_repacked_gemv(int contract, float *y, const void *w, const float *x,
+                                const float *bias, int64_t n, int64_t k, void *scratch,
+                                size_t scratch_bytes) {
+    return qr_linear(NULL, 0, QR_GEMV, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q4_k_repacked_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                                  const void *w, const float *x,
+                                                  const float *bias, int64_t n, int64_t k,
+                                                  void *scratch, size_t scratch_bytes) {
+    V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
+    return qr_linear(pool, 0, QR_GEMV, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q4_k_repacked_gemm_ref(int contract, float *y, const void *w, const float *x,
+                                    const float *bias, int64_t m, int64_t n, int64_t k,
+                                    void *scratch, size_t scratch_bytes) {
+    return qr_linear(NULL, 1, QR_GEMM, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q4_k_repacked_gemm(int contract, float *y, const void *w, const float *x,
+                                const float *bias, int64_t m, int64_t n, int64_t k,
+                                void *scratch, size_t scratch_bytes) {
+    return qr_linear(NULL, 0, QR_GEMM, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+}
+
+v8_status v8_q4_k_repacked_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                                  const void *w, const float *x,
+                                                  const float *bias, int64_t m, int64_t n,
+                                                  int64_t k, void *scratch, size_t scratch_bytes) {
+    V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
+    return qr_linear(pool, 0, QR_GEMM, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+}

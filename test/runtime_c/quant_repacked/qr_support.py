@@ -1,0 +1,158 @@
+"""Shared support for the repacked quantized-linear evidence: builds the
+runtime_c/quant_repacked provider through cffi and wraps its entry points
+(numpy in, numpy out; every call's status is returned to the caller)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+
+QK_K = 256
+Q4K_BYTES = 144
+
+CONTRACT_GEMV = "q4_k_x_q8_k_fp32_repacked_super_block_chain"
+CONTRACT_GEMM = "q4_k_x_q8_k_fp32_repacked_4_row_groups"
+PROVIDER_GEMV = "q4_k_x_q8_k_repacked_gemv"
+PROVIDER_GEMM = "q4_k_x_q8_k_repacked_gemm"
+SELECTOR = {"gemv": "V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_SUPER_BLOCK_CHAIN",
+            "gemm": "V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_4_ROW_GROUPS"}
+
+V8_CPU_AVX2, V8_CPU_FMA, V8_CPU_F16C = 1 << 0, 1 << 1, 1 << 2
+V8_CPU_AVX512VNNI = 1 << 7
+AVX2_ONLY = V8_CPU_AVX2 | V8_CPU_FMA | V8_CPU_F16C
+ALL_FEATURES = 0xFFFFFFFF
+NO_VNNI = ALL_FEATURES & ~V8_CPU_AVX512VNNI
+ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512"}
+
+SOURCES = ("quant/q_formats.c", "quant_repacked/qr_linear.c")
+
+_GEMV = ("int contract, float *y, const void *w, const float *x, const float *bias, "
+         "int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
+_GEMM = ("int contract, float *y, const void *w, const float *x, const float *bias, "
+         "int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
+
+CDEF = f"""
+enum {{ V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_SUPER_BLOCK_CHAIN = 121,
+        V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_4_ROW_GROUPS = 122 }};
+size_t v8_qlr_gemv_scratch_bytes(int64_t k);
+size_t v8_qlr_gemm_scratch_bytes(int64_t m, int64_t k);
+v8_status v8_q4_k_repacked_gemv_ref({_GEMV});
+v8_status v8_q4_k_repacked_gemv({_GEMV});
+v8_status v8_q4_k_repacked_gemv_parallel_dispatch(v8_threadpool *pool, {_GEMV});
+v8_status v8_q4_k_repacked_gemm_ref({_GEMM});
+v8_status v8_q4_k_repacked_gemm({_GEMM});
+v8_status v8_q4_k_repacked_gemm_parallel_dispatch(v8_threadpool *pool, {_GEMM});
+"""
+
+
+class QR:
+    """Thin typed wrapper over the compiled provider."""
+
+    def __init__(self) -> None:
+        mod = build(CBuild(name="v8_quant_repacked", cdef=RUNTIME_CORE_CDEF + CDEF,
+                           source='#include "quant_repacked/v8_quant_repacked.h"\n',
+                           runtime_sources=RUNTIME_CORE_SOURCES + SOURCES))
+        self.ffi: Any = mod.ffi
+        self.lib: Any = mod.lib
+        self._pools: dict[int, Any] = {}
+
+    def ptr(self, a: np.ndarray | None, ctype: str) -> Any:
+        if a is None:
+            return self.ffi.NULL
+        assert a.flags.c_contiguous
+        return self.ffi.cast(ctype, a.ctypes.data)
+
+    def pool(self, workers: int) -> Any:
+        if workers not in self._pools:
+            p = self.lib.v8_threadpool_create(workers)
+            assert p != self.ffi.NULL
+            self._pools[workers] = p
+        return self._pools[workers]
+
+    def close(self) -> None:
+        for p in self._pools.values():
+            self.lib.v8_threadpool_destroy(p)
+        self._pools.clear()
+
+    def run(self, shape: str, variant: str, w: np.ndarray, x: np.ndarray, *, workers: int = 0,
+            bias: np.ndarray | None = None, contract: int | None = None,
+            scratch_shrink: int = 0, y: np.ndarray | None = None) -> tuple[int, np.ndarray]:
+        """shape gemv (x one row) | gemm; variant ref | prod | pool.  Y[m, n]."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        m, k = x.shape
+        n = w.shape[0]
+        if y is None:
+            y = np.full((m, n), np.nan, dtype=np.float32)
+        if shape == "gemv":
+            assert m == 1
+            size = self.lib.v8_qlr_gemv_scratch_bytes(k)
+        else:
+            size = self.lib.v8_qlr_gemm_scratch_bytes(m, k)
+        scratch = np.zeros(max(size, 4) // 4 + 1, dtype=np.float32)
+        nbytes = max(size, 4) - scratch_shrink
+        sel = contract if contract is not None else getattr(self.lib, SELECTOR[shape])
+        suffix = {"ref": "_ref", "prod": "", "pool": "_parallel_dispatch"}[variant]
+        fn = getattr(self.lib, f"v8_q4_k_repacked_{shape}{suffix}")
+        args: list[Any] = [sel, self.ptr(y, "float *"), self.ptr(w, "void *"),
+                           self.ptr(x, "float *"), self.ptr(bias, "float *")]
+        if shape == "gemm":
+            args.append(m)
+        args += [n, k, self.ptr(scratch, "void *"), nbytes]
+        if variant == "pool":
+            args.insert(0, self.pool(workers))
+        return fn(*args), y
+
+    def isas(self) -> list[tuple[str, int]]:
+        """(variant, cpu mask) for every dispatch path this host can take; avx512
+        appears twice when the CPU has VNNI (with and without it)."""
+        self.lib.v8_cpu_restrict(ALL_FEATURES)
+        best = self.lib.v8_cpu_best_isa()
+        has_vnni = bool(self.lib.v8_cpu_features() & V8_CPU_AVX512VNNI)
+        out = []
+        if best == 2:
+            out.append(("avx512", ALL_FEATURES))
+            if has_vnni:
+                out.append(("avx512", NO_VNNI))
+        if best >= 1:
+            out.append(("avx2", AVX2_ONLY))
+        out.append(("scalar", 0))
+        return out
+
+
+# ---- inputs that expose order -------------------------------------------------
+
+def make_weights(n: int, k: int, seed: int) -> np.ndarray:
+    """Normals with per-row magnitudes over ~3 decades and a few 10x outliers."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((n, k), dtype=np.float32)
+    w *= (10.0 ** rng.uniform(-2.0, 1.0, size=(n, 1))).astype(np.float32)
+    w[rng.random((n, k)) < 1e-3] *= 10.0
+    return w
+
+
+def make_activation(m: int, k: int, seed: int) -> np.ndarray:
+    """Normals with per-row magnitudes over a decade and per-element magnitudes over
+    ~4 decades along K (Q8_K block scales and the fp32 chains span many binades)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    x *= (10.0 ** rng.uniform(-0.5, 0.5, size=(m, 1))).astype(np.float32)
+    x *= (10.0 ** rng.uniform(-2.0, 2.0, size=(m, k))).astype(np.float32)
+    return x
+
+
+def random_blocks(n: int, k: int, seed: int) -> np.ndarray:
+    """Random Q4_K blocks whose fp16 scales are finite and positive."""
+    rng = np.random.default_rng(seed)
+    nb = k // QK_K
+    raw = rng.integers(0, 256, size=(n, nb, Q4K_BYTES), dtype=np.uint8)
+    raw[..., 0:4] = rng.uniform(1e-4, 1e-2, size=(n, nb, 2)).astype(np.float16).view(np.uint8)
+    return raw.reshape(n, nb * Q4K_BYTES)
+
+
+def bitexact(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+    ai = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    bi = np.ascontiguousarray(b, dtype=np.float32).view(np.uint32)
+    return int(np.count_nonzero(ai == bi)), int(ai.size)
