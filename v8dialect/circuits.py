@@ -53,9 +53,13 @@ SELECTOR_VALUES: Mapping[str, tuple[str, ...]] = {
     # its vector exp, fp16 GELU table, 16-lane fp32 dots) or the portable contracts (one libm
     # call per element, ascending fp32 dots)
     "reference_arithmetic": ("ggml_cpu", "portable"),
+    # how the reference engine holds weights: llama.cpp's CPU repack buffer (its default; Q4_K
+    # and Q4_0 weights with a row count divisible by 8 go through its repacked GEMV/GEMM) or
+    # plain GGUF blocks everywhere (llama.cpp with use_extra_bufts off)
+    "weight_layout": ("ggml_repacked", "plain"),
 }
 # Selector keys read from the manifest (weight_type comes from the op's weight tensor).
-MANIFEST_SELECTORS = ("kv_cache_dtype", "reference_arithmetic")
+MANIFEST_SELECTORS = ("kv_cache_dtype", "reference_arithmetic", "weight_layout")
 
 # Value names that exist before the first op of a section runs.
 PREDEFINED: Mapping[str, tuple[str, ...]] = {

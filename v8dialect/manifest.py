@@ -77,6 +77,9 @@ FIELDS: Mapping[str, FieldSpec] = {
     "kv_cache_dtype": FieldSpec(WORD, None, ()),
     # Not a property of the model file either: whose arithmetic to reproduce.
     "reference_arithmetic": FieldSpec(WORD, None, ()),
+    # Nor this: whether the reference engine multiplies repacked weights (llama.cpp's CPU
+    # backend repacks eligible weights by default, with its own GEMV/GEMM arithmetic).
+    "weight_layout": FieldSpec(WORD, None, ()),
 }
 
 # Values derived from others when neither the file nor the circuit gives them;

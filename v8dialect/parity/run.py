@@ -37,6 +37,14 @@ class ParityCase:
     def calls(self) -> list[tuple[str, tuple[int, ...]]]:
         return [("prefill", self.prompt)] + [("decode", (t,)) for t in self.decode]
 
+    def build_overrides(self) -> tuple[str, ...]:
+        """The v8 build's manifest settings: the case's own, plus weight_layout from the
+        repack switch (ggml_repacked when llama.cpp repacks, plain when it does not) unless
+        the case sets weight_layout itself."""
+        if any(o.partition("=")[0].strip() == "weight_layout" for o in self.overrides):
+            return self.overrides
+        return (*self.overrides, f"weight_layout={'ggml_repacked' if self.repack else 'plain'}")
+
     def llama_config(self) -> LlamaConfig:
         return LlamaConfig(threads=self.threads, repack=self.repack, n_ctx=self.kv_capacity,
                            n_ubatch=max(512, len(self.prompt)))
@@ -85,7 +93,7 @@ class ParityResult:
 def open_v8(case: ParityCase, checkpoints: bool) -> ModelSession:
     return ModelSession.open(case.model, case.circuit, prefill_tokens=len(case.prompt),
                              kv_capacity=case.kv_capacity, checkpoints=checkpoints,
-                             overrides=case.overrides, name="v8_parity")
+                             overrides=case.build_overrides(), name="v8_parity")
 
 
 def compare_logits(case: ParityCase, llama: LlamaCppModel) -> ParityResult:

@@ -1,0 +1,89 @@
+"""weight_layout: a manifest selector (ggml_repacked | plain) that lets a circuit require
+llama.cpp's repacked-weight arithmetic where its CPU backend repacks weights; v8-parity's
+--repack switch sets it for the v8 build."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from v8dialect.builder import main
+from v8dialect.circuits import MANIFEST_SELECTORS, SELECTOR_VALUES
+from v8dialect.ledger import graph_ops
+from v8dialect.manifest import FIELDS
+from v8dialect.parity.run import ParityCase
+from v8dialect.paths import circuits_dir
+from v8dialect.program import context
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "Inputs" / "circuits"))
+import tiny_gguf  # noqa: E402
+
+REPACKED = {"prefill": "q4_k_x_q8_k_fp32_repacked_4_row_groups",
+            "decode": "q4_k_x_q8_k_fp32_repacked_super_block_chain"}
+
+
+def test_weight_layout_is_a_manifest_selector() -> None:
+    assert "weight_layout" in FIELDS
+    assert "weight_layout" in MANIFEST_SELECTORS
+    assert SELECTOR_VALUES["weight_layout"] == ("ggml_repacked", "plain")
+
+
+def test_parity_repack_switch_sets_weight_layout() -> None:
+    case = ParityCase(model=Path("m.gguf"), circuit="qwen3", prompt=(1,), decode=())
+    assert case.build_overrides() == ("weight_layout=ggml_repacked",)
+    plain = ParityCase(model=Path("m.gguf"), circuit="qwen3", prompt=(1,), decode=(), repack=False,
+                       overrides=("kv_cache_dtype=f32",))
+    assert plain.build_overrides() == ("kv_cache_dtype=f32", "weight_layout=plain")
+    mine = ParityCase(model=Path("m.gguf"), circuit="qwen3", prompt=(1,), decode=(),
+                      overrides=("weight_layout=plain",))
+    assert mine.build_overrides() == ("weight_layout=plain",)
+
+
+def _with_repacked_q4_k(circuit: dict[str, Any]) -> dict[str, Any]:
+    """The circuit with every Q4_K linear/logits requirement split by weight_layout: the
+    repacked contracts under ggml_repacked, the circuit's own choice under plain."""
+    for req in circuit["requirements"].values():
+        for phase, choices in req.items():
+            if phase not in REPACKED or not isinstance(choices, list):
+                continue
+            out = []
+            for choice in choices:
+                when = choice.get("when", {}) if isinstance(choice, dict) else {}
+                if when.get("weight_type") == "q4_k" and when.get("reference_arithmetic",
+                                                                  "ggml_cpu") == "ggml_cpu":
+                    out.append({**choice, "when": {**when, "weight_layout": "plain"}})
+                    out.append({"when": {**when, "weight_layout": "ggml_repacked"},
+                                "contract": REPACKED[phase],
+                                "execution": {"runtime": "threadpool",
+                                              "partition": "independent_rows"}})
+                else:
+                    out.append(choice)
+            req[phase] = out
+    return circuit
+
+
+@pytest.mark.parametrize("layout", ["ggml_repacked", "plain"])
+def test_circuit_selects_by_weight_layout(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          layout: str) -> None:
+    circuit = _with_repacked_q4_k(json.loads((circuits_dir() / "qwen3.json").read_text()))
+    path = tmp_path / "qwen3_layout.json"
+    path.write_text(json.dumps(circuit))
+    model = tiny_gguf.write(tiny_gguf.PRESETS["qwen3"], tmp_path / "qwen3.gguf")
+    rc = main([str(model), "--circuit", str(path), "--set", f"weight_layout={layout}",
+               "--prefill-tokens", "5", "--kv-capacity", "64"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    from xdsl.parser import Parser
+
+    module = Parser(context(), out, "built.mlir").parse_module()
+    linear: dict[str, set[str]] = {"prefill": set(), "decode": set()}
+    for op in graph_ops(module):
+        if op.name in ("v8.linear", "v8.logits") and "q4_k" in str(op.operands[1].type):
+            linear[str(op.phase.data) if hasattr(op, "phase") else ""].add(op.required_contract.id)
+    for phase, want in REPACKED.items():
+        assert linear[phase], linear
+        assert (linear[phase] == {want}) == (layout == "ggml_repacked"), linear
