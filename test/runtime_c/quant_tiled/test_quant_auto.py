@@ -255,3 +255,75 @@ def test_api_rejects_bad_input_without_writing(qa: QA, weights: Any, evidence: A
              scratch_ok=scratch_ok,
              checks={name: f"status {st} (want {e}), untouched={u}" for name, (st, u, e) in checks.items()})
     assert ok, (scratch_ok, {k_: v for k_, v in checks.items() if not (v[0] == v[2] and v[1])})
+
+
+# ---- kernel maps and the compiler ------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_kernel_map_agrees_with_header_and_registry(fmt: str) -> None:
+    import json
+    import re
+
+    from v8dialect.contracts import load_registry
+    from v8dialect.kernel_maps import load_kernel_maps
+    from v8dialect.paths import runtime_c_dir
+
+    raw = json.loads((runtime_c_dir() / "quant_tiled" / f"{PROVIDER[fmt]}.kmap.json").read_text())
+    header = (runtime_c_dir() / raw["header"]).read_text()
+    want = [f"{a['ctype']} {a['name']}".replace("* ", "*") for a in raw["abi"]["args"]]
+    for role, fn in raw["functions"].items():
+        decl = re.search(rf"v8_status\s+{fn}\s*\(([^;]*)\);", header)
+        assert decl, (role, fn)
+        params = [re.sub(r"\s+", " ", p.strip()).replace("* ", "*") for p in decl.group(1).split(",")]
+        if role == "threadpool":
+            assert params[0] == "v8_threadpool *pool"
+            params = params[1:]
+        assert params == want, (fn, params, want)
+    registry = load_registry()
+    kmap = {m.id: m for m in load_kernel_maps(registry).maps}[PROVIDER[fmt]]
+    assert kmap.selectors == {CONTRACT[fmt]: SELECTOR[fmt]}
+    # every partition the map offers is one both parts' prefill maps offer
+    part_ids = {p.id for p in registry.parts(registry.contracts[CONTRACT[fmt]])}
+    parts = [m for m in load_kernel_maps(registry).maps
+             if set(m.selectors) & part_ids and "prefill" in m.phases]
+    assert len(parts) >= 2
+    offered = {p.kind for p in kmap.work_partitions}
+    assert all(offered <= {p.kind for p in m.work_partitions} for m in parts)
+
+
+@pytest.mark.parametrize("rows", [5, 9])
+def test_emitted_program_routes_by_rows_and_gives_llamacpp_bits(weights: Any, ggml_ops: Any,
+                                                                evidence: Any, rows: int) -> None:
+    from v8dialect.contract_ir import to_attr
+    from v8dialect.contracts import load_registry
+    from v8dialect.program import build as build_program
+
+    fmt, n, k = "q4_k", 256, 512
+    if ggml_ops is None:
+        evidence(Rung.EXTERNAL, Outcome.UNRESOLVED, contract=CONTRACT[fmt], provider=PROVIDER[fmt],
+                 reason="llama-cpp-python not importable")
+        pytest.fail("llama.cpp's ggml is not importable: external rung unresolved")
+    registry = load_registry()
+    attr = str(to_attr(registry.contracts[CONTRACT[fmt]], registry))
+    xt, wt, yt = f"tensor<{rows}x{k}xf32>", f"tensor<{n}x{k}x!v8.{fmt}>", f"tensor<{rows}x{n}xf32>"
+    text = f"""
+func.func @prefill(%x: {xt}, %w: {wt}) -> {yt} {{
+  %y = v8.linear "proj" prefill %x, %w contract {attr} execution #v8.exec_requirement<runtime = threadpool, partition = output_tiles> : ({xt}, {wt}) -> {yt}
+  func.return %y : {yt}
+}}
+"""
+    program = build_program(text)
+    assert f"v8_{fmt}_auto_gemm_parallel_dispatch(" in program.c_source
+    w = weights.get(fmt, n, k)
+    x = make_activation(rows, k, 70 + rows)
+    y_g = ggml_ops.mul_mat(w, fmt, x, k, threads=2)
+    figures: dict[str, str] = {}
+    for workers in (1, 2):
+        (y,) = program.run("prefill", workers=workers, x=x, w=w)
+        same, total = bitexact(y, y_g)
+        figures[f"workers{workers}"] = f"{same}/{total}"
+    ok = all(v.split("/")[0] == v.split("/")[1] for v in figures.values())
+    evidence(Rung.EXTERNAL, ok, contract=CONTRACT[fmt], provider=PROVIDER[fmt],
+             shape=f"{rows}x{n}x{k}", path="emitted C program (resolve, lower, prepare-calls, -t c)",
+             backend="llama.cpp ggml 0.25.3 mul_mat, 2 threads", **figures)
+    assert ok, figures
