@@ -31,6 +31,7 @@ ATTENTION_FIELDS: Mapping[str, tuple[str, ...]] = {
         "fp32_8_lanes_fma_halving_tree",
         "fma_chain_ascending",
         "unpinned_gemm",
+        "fp32_lanes_isa_width_x4_fp64_tail",
     ),
     "scale_application": ("score_times_scale", "unit_scale", "q_and_k_times_sqrt_scale"),
     "softmax_statistics": (

@@ -113,9 +113,37 @@ int v8_attn_online_dot_tree(void) {
     }
 }
 
+int v8_attn_online_fp32_dot_tree(void) {
+    switch (v8_cpu_best_isa()) {
+    case V8_ISA_AVX512:
+        if (__atomic_load_n(&allow_fp16_lanes, __ATOMIC_RELAXED) && cpu_has_avx512fp16())
+            return V8_ATTN_TREE_AVX512FP16_VALUES_F32X16X4_DOT;
+        return V8_ATTN_TREE_AVX512_F32X16X4;
+    default:
+        return V8_ATTN_TREE_AVX2_F32X8X4;
+    }
+}
+
+/* The tree a contract names on the running CPU. */
+static int tree_of_contract(int contract) {
+    return v8_attn_fp32_dot_contract(contract) ? v8_attn_online_fp32_dot_tree()
+                                               : v8_attn_online_dot_tree();
+}
+
 static int tree_valid(int tree) {
     return tree == V8_ATTN_TREE_AVX2_F32X8X4 || tree == V8_ATTN_TREE_AVX512_F32X16X4 ||
-           tree == V8_ATTN_TREE_AVX512FP16_F16X32X4;
+           tree == V8_ATTN_TREE_AVX512FP16_F16X32X4 ||
+           tree == V8_ATTN_TREE_AVX512FP16_VALUES_F32X16X4_DOT;
+}
+
+/* The lanes the scores use, and whether values update in fp16 lanes. */
+static int score_tree(int tree) {
+    return tree == V8_ATTN_TREE_AVX512FP16_VALUES_F32X16X4_DOT ? V8_ATTN_TREE_AVX512_F32X16X4 : tree;
+}
+
+static int fp16_values(int tree) {
+    return tree == V8_ATTN_TREE_AVX512FP16_F16X32X4 ||
+           tree == V8_ATTN_TREE_AVX512FP16_VALUES_F32X16X4_DOT;
 }
 
 /* ====================================================================== */
@@ -123,7 +151,8 @@ static int tree_valid(int tree) {
 /* ====================================================================== */
 
 /* ggml_vec_dot_f16 for `tree` (x = k, y = q; both fp16). */
-static float dot_f16_ref(int tree, const uint16_t *k, const uint16_t *q, int64_t d) {
+static float dot_f16_ref(int values_tree, const uint16_t *k, const uint16_t *q, int64_t d) {
+    const int tree = score_tree(values_tree);
     int64_t step = tree == V8_ATTN_TREE_AVX512FP16_F16X32X4 ? 128
                  : tree == V8_ATTN_TREE_AVX512_F32X16X4     ? 64
                                                             : 32;
@@ -176,7 +205,7 @@ static float dot_f16_ref(int tree, const uint16_t *k, const uint16_t *q, int64_t
 
 /* ggml_vec_scale_f16: A = r16(A * ms). */
 static void scale_f16_ref(int tree, uint16_t *a, float ms, int64_t d) {
-    int64_t np = tree == V8_ATTN_TREE_AVX512FP16_F16X32X4 ? d - d % 128 : 0;
+    int64_t np = fp16_values(tree) ? d - d % 128 : 0;
     double ms16 = round_f16_d(ms);
     for (int64_t i = 0; i < d; i++) {
         if (i < np)
@@ -188,7 +217,7 @@ static void scale_f16_ref(int tree, uint16_t *a, float ms, int64_t d) {
 
 /* ggml_vec_mad_f16: A = r16(A + v * vs). */
 static void mad_f16_ref(int tree, uint16_t *a, const uint16_t *v, float vs, int64_t d) {
-    int64_t np = tree == V8_ATTN_TREE_AVX512FP16_F16X32X4 ? d - d % 128 : 0;
+    int64_t np = fp16_values(tree) ? d - d % 128 : 0;
     double vs16 = round_f16_d(vs);
     for (int64_t i = 0; i < d; i++) {
         if (i < np)
@@ -224,7 +253,8 @@ static v8_attn_args pack(V8_ATTN_ARGS_DECL) {
 static v8_status check_f16kv(const v8_attn_args *a) {
     V8_REQUIRE(a->contract == V8_ATTN_F16_KV_FP32_ONLINE ||
                    a->contract == V8_ATTN_F16_ONLINE_SINGLE_RANGE ||
-                   a->contract == V8_ATTN_F16_ONLINE_SINGLE_RANGE_NOSCALE,
+                   a->contract == V8_ATTN_F16_ONLINE_SINGLE_RANGE_NOSCALE ||
+                   a->contract == V8_ATTN_F16_ONLINE_SINGLE_RANGE_FP32_DOT,
                V8_ERR_UNKNOWN_SELECTOR);
     return v8_attn_check_shape(a);
 }
@@ -232,6 +262,13 @@ static v8_status check_f16kv(const v8_attn_args *a) {
 static v8_status check_f32kv(const v8_attn_args *a) {
     V8_REQUIRE(a->contract == V8_ATTN_FP32_ONLINE, V8_ERR_UNKNOWN_SELECTOR);
     return v8_attn_check_shape(a);
+}
+
+/* The single-range contract a split-KV contract is below its threshold. */
+static int single_range_of(int split_contract) {
+    return split_contract == V8_ATTN_F16_ONLINE_FP32_MERGE_FP32_DOT
+               ? V8_ATTN_F16_ONLINE_SINGLE_RANGE_FP32_DOT
+               : V8_ATTN_F16_ONLINE_SINGLE_RANGE;
 }
 
 static size_t split_partial_bytes(int64_t d) { return 2 * sizeof(float) + (size_t)d * 2; }
@@ -243,7 +280,9 @@ static int split_chunks(int64_t kv_len, int workers) {
 }
 
 static v8_status check_split(const v8_attn_args *a, int workers) {
-    V8_REQUIRE(a->contract == V8_ATTN_F16_ONLINE_FP32_MERGE, V8_ERR_UNKNOWN_SELECTOR);
+    V8_REQUIRE(a->contract == V8_ATTN_F16_ONLINE_FP32_MERGE ||
+                   a->contract == V8_ATTN_F16_ONLINE_FP32_MERGE_FP32_DOT,
+               V8_ERR_UNKNOWN_SELECTOR);
     v8_status st = v8_attn_check_shape(a);
     if (st != V8_OK) return st;
     /* decode only: one query row at the last valid position */
@@ -396,7 +435,7 @@ v8_status v8_attn_online_f16kv_ref_tree(int tree, V8_ATTN_ARGS_DECL) {
 }
 
 v8_status v8_attn_online_f16kv_ref(V8_ATTN_ARGS_DECL) {
-    return v8_attn_online_f16kv_ref_tree(v8_attn_online_dot_tree(), contract, out, q, k, v, n_q,
+    return v8_attn_online_f16kv_ref_tree(tree_of_contract(contract), contract, out, q, k, v, n_q,
                                          n_head, n_head_kv, head_dim, kv_len, kv_capacity,
                                          q_pos0, causal, scale, scratch, scratch_bytes);
 }
@@ -474,7 +513,7 @@ v8_status v8_attn_online_split_ref_tree(int tree, int n_workers, V8_ATTN_ARGS_DE
     int chunks = split_chunks(kv_len, n_workers);
     if (chunks == 1) {
         /* below the threshold the contract is the single range */
-        a.contract = V8_ATTN_F16_ONLINE_SINGLE_RANGE;
+        a.contract = single_range_of(contract);
         for (int64_t h = 0; h < n_head; h++) single_row_ref(tree, &a, 0, h);
         return V8_OK;
     }
@@ -485,7 +524,7 @@ v8_status v8_attn_online_split_ref_tree(int tree, int n_workers, V8_ATTN_ARGS_DE
 }
 
 v8_status v8_attn_online_split_ref_workers(int n_workers, V8_ATTN_ARGS_DECL) {
-    return v8_attn_online_split_ref_tree(v8_attn_online_dot_tree(), n_workers, contract, out, q,
+    return v8_attn_online_split_ref_tree(tree_of_contract(contract), n_workers, contract, out, q,
                                          k, v, n_q, n_head, n_head_kv, head_dim, kv_len,
                                          kv_capacity, q_pos0, causal, scale, scratch,
                                          scratch_bytes);

@@ -16,6 +16,24 @@ int v8_attn_auto_uses_tiled(int64_t n_q, int64_t head_dim) {
     return n_q >= V8_ATTN_TILE_Q && head_dim % AUTO_LANES == 0;
 }
 
+/* f16_flash_auto_qtile64_fp32_dot: llama.cpp's current ggml takes the tiled path from 64
+ * query rows at any head dim (its x86 build has no lane condition there), and below it the
+ * single range whose dot stays in fp32 lanes. */
+static int auto_uses_tiled(int contract, int64_t n_q, int64_t head_dim) {
+    if (contract == V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT) return n_q >= V8_ATTN_TILE_Q;
+    return v8_attn_auto_uses_tiled(n_q, head_dim);
+}
+
+static int auto_single_range(int contract) {
+    return contract == V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT ? V8_ATTN_F16_ONLINE_SINGLE_RANGE_FP32_DOT
+                                                               : V8_ATTN_F16_ONLINE_SINGLE_RANGE;
+}
+
+static int auto_contract(int contract) {
+    return contract == V8_ATTN_F16_FLASH_AUTO_QTILE64 ||
+           contract == V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT;
+}
+
 size_t v8_attn_auto_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
                                   int n_workers) {
     const size_t t = v8_attn_tiled_scratch_bytes(n_q, n_head, head_dim, n_workers);
@@ -28,27 +46,26 @@ size_t v8_attn_auto_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
         scale, scratch, scratch_bytes
 
 v8_status v8_attn_auto_ref(V8_ATTN_ARGS_DECL) {
-    V8_REQUIRE(contract == V8_ATTN_F16_FLASH_AUTO_QTILE64, V8_ERR_UNKNOWN_SELECTOR);
-    if (v8_attn_auto_uses_tiled(n_q, head_dim)) {
+    V8_REQUIRE(auto_contract(contract), V8_ERR_UNKNOWN_SELECTOR);
+    if (auto_uses_tiled(contract, n_q, head_dim)) {
         return v8_attn_tiled_ref(V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE, AUTO_FORWARD);
     }
-    return v8_attn_online_f16kv_ref(V8_ATTN_F16_ONLINE_SINGLE_RANGE, AUTO_FORWARD);
+    return v8_attn_online_f16kv_ref(auto_single_range(contract), AUTO_FORWARD);
 }
 
 v8_status v8_attn_auto(V8_ATTN_ARGS_DECL) {
-    V8_REQUIRE(contract == V8_ATTN_F16_FLASH_AUTO_QTILE64, V8_ERR_UNKNOWN_SELECTOR);
-    if (v8_attn_auto_uses_tiled(n_q, head_dim)) {
+    V8_REQUIRE(auto_contract(contract), V8_ERR_UNKNOWN_SELECTOR);
+    if (auto_uses_tiled(contract, n_q, head_dim)) {
         return v8_attn_tiled(V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE, AUTO_FORWARD);
     }
-    return v8_attn_online_f16kv(V8_ATTN_F16_ONLINE_SINGLE_RANGE, AUTO_FORWARD);
+    return v8_attn_online_f16kv(auto_single_range(contract), AUTO_FORWARD);
 }
 
 v8_status v8_attn_auto_parallel_dispatch(v8_threadpool *pool, V8_ATTN_ARGS_DECL) {
-    V8_REQUIRE(contract == V8_ATTN_F16_FLASH_AUTO_QTILE64, V8_ERR_UNKNOWN_SELECTOR);
-    if (v8_attn_auto_uses_tiled(n_q, head_dim)) {
+    V8_REQUIRE(auto_contract(contract), V8_ERR_UNKNOWN_SELECTOR);
+    if (auto_uses_tiled(contract, n_q, head_dim)) {
         return v8_attn_tiled_parallel_dispatch(
             pool, V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE, AUTO_FORWARD);
     }
-    return v8_attn_online_f16kv_parallel_dispatch(pool, V8_ATTN_F16_ONLINE_SINGLE_RANGE,
-                                                  AUTO_FORWARD);
+    return v8_attn_online_f16kv_parallel_dispatch(pool, auto_single_range(contract), AUTO_FORWARD);
 }

@@ -40,8 +40,19 @@ enum {
     V8_ATTN_F16_ONLINE_FP32_MERGE = 6,
     V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE = 7,
     V8_ATTN_F16_FLASH_AUTO_QTILE64 = 8,
-    V8_ATTN_BF16_PYTORCH_SDPA = 9
+    V8_ATTN_BF16_PYTORCH_SDPA = 9,
+    V8_ATTN_F16_ONLINE_SINGLE_RANGE_FP32_DOT = 10,
+    V8_ATTN_F16_ONLINE_FP32_MERGE_FP32_DOT = 11,
+    V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT = 12
 };
+
+/* The contracts whose q.k dot stays in fp32 lanes on every x86 CPU (llama.cpp's current
+ * ggml: GGML_F16_DOT accumulates in fp32 even where AVX512-FP16 exists). */
+static inline int v8_attn_fp32_dot_contract(int contract) {
+    return contract == V8_ATTN_F16_ONLINE_SINGLE_RANGE_FP32_DOT ||
+           contract == V8_ATTN_F16_ONLINE_FP32_MERGE_FP32_DOT ||
+           contract == V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT;
+}
 
 /* Largest head dimension any provider accepts (per-row state lives on the
  * stack at this size, so hot paths need no allocation). */
@@ -121,12 +132,17 @@ static inline int64_t v8_attn_row_kv_end(const v8_attn_args *a, int64_t i) {
 enum {
     V8_ATTN_TREE_AVX2_F32X8X4 = 1,
     V8_ATTN_TREE_AVX512_F32X16X4 = 2,
-    V8_ATTN_TREE_AVX512FP16_F16X32X4 = 3
+    V8_ATTN_TREE_AVX512FP16_F16X32X4 = 3,
+    /* AVX512_F32X16X4 scores with the AVX512FP16 value updates (fp16 FMA over the first
+     * D - D % 128 elements): the *_fp32_dot contracts on CPUs with AVX512-FP16 */
+    V8_ATTN_TREE_AVX512FP16_VALUES_F32X16X4_DOT = 4
 };
 
 /* The tree the production and threadpool functions use now (depends on the
  * running CPU and on v8_cpu_restrict). */
 int v8_attn_online_dot_tree(void);
+/* The tree of the *_fp32_dot contracts on the running CPU. */
+int v8_attn_online_fp32_dot_tree(void);
 /* Test knob in the spirit of v8_cpu_restrict: 0 keeps the AVX-512 variant
  * off the fp16 lanes (so AVX512_F32X16X4 can be exercised on an FP16 host),
  * 1 (the default) allows them. */
@@ -143,7 +159,7 @@ v8_status v8_attn_online_f32kv_parallel_dispatch(v8_threadpool *pool, V8_ATTN_AR
 
 /* ---- provider online_f16kv: fp16 K/V cache, single range -----------------
  * Contracts: f16_kv_fp32_online, f16_online_single_range,
- * f16_online_single_range_noscale.  Partition independent heads x query
+ * f16_online_single_range_noscale, f16_online_single_range_fp32_dot.  Partition independent heads x query
  * rows (effect none). */
 size_t v8_attn_online_f16kv_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
                                           int n_workers);
@@ -154,7 +170,7 @@ v8_status v8_attn_online_f16kv(V8_ATTN_ARGS_DECL);
 v8_status v8_attn_online_f16kv_parallel_dispatch(v8_threadpool *pool, V8_ATTN_ARGS_DECL);
 
 /* ---- provider online_split_kv: fp16 K/V cache, split-KV decode ------------
- * Contract: f16_online_fp32_merge (decode, n_q = 1).  Chunk count is the
+ * Contracts: f16_online_fp32_merge, f16_online_fp32_merge_fp32_dot (decode, n_q = 1).  Chunk count is the
  * contract's: 1 for the serial functions (oracle and production, i.e. one
  * worker), the pool's worker count for the threadpool dispatch.  Scratch
  * holds one fp16 partial (M, S, A[D]) per (head, chunk). */

@@ -18,14 +18,14 @@
 // CHECK: v8.qk_norm "blk.0.attn_q_norm" prefill
 // CHECK: v8.rope "blk.0.rope_q" prefill %q_normed, %positions base 1.000000e+06 dims 64 contract #v8.op_contract<"rope_neox_fp32_ggml_fma"
 // CHECK: v8.kv_store "blk.0.attn_k_store" prefill %k_rot, %blk.0.k_cache contract #v8.op_contract<"kv_store_f16_round_nearest_even"
-// CHECK: v8.attention "blk.0.attn" prefill causal %q_rot, %k_cache, %v_cache scale 1.250000e-01 contract #v8.composite_contract<"f16_flash_auto_qtile64"
+// CHECK: v8.attention "blk.0.attn" prefill causal %q_rot, %k_cache, %v_cache scale 1.250000e-01 contract #v8.composite_contract<"f16_flash_auto_qtile64_fp32_dot"
 // CHECK-SAME: loc("circuits/qwen3.json":90:5)
 // CHECK: v8.swiglu "blk.1.ffn_act" prefill
 // CHECK: v8.logits "output" prefill %final, %output.weight contract #v8.linear_composite_contract<"q6_k_x_q8_k_llamacpp_auto_rows8"
 // CHECK: func.return %logits : tensor<16x512xf32>
 // CHECK-LABEL: func.func @decode(%tokens: tensor<1xi32>
 // CHECK: v8.linear "blk.0.attn_q" decode {{.*}} execution #v8.exec_requirement<runtime = threadpool, partition = independent_rows>
-// CHECK: v8.attention "blk.0.attn" decode causal %q_rot, %k_cache, %v_cache scale 1.250000e-01 contract #v8.attention_contract<"f16_online_fp32_merge"
+// CHECK: v8.attention "blk.0.attn" decode causal %q_rot, %k_cache, %v_cache scale 1.250000e-01 contract #v8.attention_contract<"f16_online_fp32_merge_fp32_dot"
 // CHECK-SAME: (tensor<1x4x64xf32>, tensor<2x4096x64xf16>, tensor<2x4096x64xf16>) -> tensor<1x4x64xf32> loc("circuits/qwen3.json":90:5)
 // CHECK: func.return %logits : tensor<1x512xf32>
 

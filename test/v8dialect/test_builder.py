@@ -81,8 +81,8 @@ def test_family_builds_and_resolves_against_packaged_maps(
     resolve(module)
     ops = list(graph_ops(module))
     assert ops and all(op.resolved is not None for op in ops)
-    assert contracts_of(module, "decode", "attention") == {"f16_online_fp32_merge"}
-    assert contracts_of(module, "prefill", "attention") == {"f16_flash_auto_qtile64"}
+    assert contracts_of(module, "decode", "attention") == {"f16_online_fp32_merge_fp32_dot"}
+    assert contracts_of(module, "prefill", "attention") == {"f16_flash_auto_qtile64_fp32_dot"}
 
 
 def test_ops_point_into_the_circuit_and_carry_its_requirement(
@@ -183,7 +183,7 @@ def test_config_json_builds_with_fp32_weights_and_tying(
     text = str(module)
     assert "!v8.q4_k" not in text and "%output.weight" not in text
     resolve(module)
-    assert contracts_of(module, "decode", "logits") == {"logits_fp32_ascending_fp32_accumulate"}
+    assert contracts_of(module, "decode", "logits") == {"logits_fp32_ggml_16_lane_mul_mat"}
 
 
 def test_gemma3_records_norm_offset_and_embedding_scale(

@@ -90,10 +90,14 @@ def test_kv_cache_selector_has_one_active_decode_attention(registry: ContractReg
     circuit = load_circuit("qwen3", registry)
     (attention,) = [op for op in circuit.block if op.kind == "attention"]
     decode = attention.contracts["decode"]
-    assert [c.contract for c in decode if c.matches({"kv_cache_dtype": "f16"})] == [
-        "f16_online_fp32_merge"
+    def active(**facts: str) -> list[str]:
+        return [c.contract for c in decode if c.matches(facts)]
+
+    assert active(kv_cache_dtype="f16", reference_arithmetic="ggml_cpu") == [
+        "f16_online_fp32_merge_fp32_dot"
     ]
-    assert [c.contract for c in decode if c.matches({"kv_cache_dtype": "f32"})] == ["fp32_online"]
+    assert active(kv_cache_dtype="f16", reference_arithmetic="portable") == ["f16_online_fp32_merge"]
+    assert active(kv_cache_dtype="f32", reference_arithmetic="ggml_cpu") == ["fp32_online"]
 
 
 def test_json_positions_point_at_each_value() -> None:
@@ -184,7 +188,7 @@ CASES: list[tuple[str, Mutation, str, str]] = [
     (
         "duplicate alternatives",
         lambda d: d["requirements"]["attention_by_kv_cache"]["decode"][1].update(
-            when={"kv_cache_dtype": "f16"}
+            when=dict(d["requirements"]["attention_by_kv_cache"]["decode"][0]["when"])
         ),
         "$.requirements.attention_by_kv_cache.decode",
         "have the same 'when'",

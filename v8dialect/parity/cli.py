@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from v8dialect.diagnostics import V8Error
 from v8dialect.model_session import SessionError
 from v8dialect.parity.llamacpp import LlamaCppModel, OracleMissing, oracle_info
 from v8dialect.parity.run import ParityCase, ParityResult, describe_rows, run_parity, seeded_tokens
@@ -156,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return 0 if run(args) else 1
-    except (UsageError, SessionError, OracleMissing, ValueError) as e:
+    except (UsageError, SessionError, OracleMissing, ValueError, V8Error) as e:
         message = str(e)
         if ": error: " not in message:
             message = f"{args.model}: error: {message}"

@@ -15,13 +15,14 @@ by default) and runs the graph on a CPU backend, so the weight's repacked GEMV/G
 from __future__ import annotations
 
 import ctypes
+import os
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 import numpy as np
 
-from v8dialect.parity.llamacpp import GgmlTensor, import_llama_cpp
+from v8dialect.parity.llamacpp import GgmlTensor, OracleMissing
 
 TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8,
          "q4_k": 12, "q5_k": 13, "q6_k": 14, "bf16": 30}
@@ -35,10 +36,25 @@ class InitParams(ctypes.Structure):
                 ("no_alloc", ctypes.c_bool)]
 
 
+def llama_cpp_lib_dir() -> Path:
+    """llama-cpp-python's library folder, found without importing the package (its import
+    loads llama.cpp into the process's global symbol scope)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.submodule_search_locations:
+        raise OracleMissing("llama-cpp-python is not installed; install the 'oracle' extra: "
+                            "pip install -e '.[oracle]'")
+    return Path(next(iter(spec.submodule_search_locations))) / "lib"
+
+
 def _libraries() -> tuple[Any, Any]:
-    lib_dir = Path(import_llama_cpp().__file__).parent / "lib"
-    base = ctypes.CDLL(str(lib_dir / "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
-    cpu = ctypes.CDLL(str(lib_dir / "libggml-cpu.so"), mode=ctypes.RTLD_GLOBAL)
+    # Private symbol scope, own dependencies first: this ggml must neither take nor give
+    # symbols to another ggml loaded in the same process (ggml-python's).
+    mode = os.RTLD_LOCAL | getattr(os, "RTLD_DEEPBIND", 0) | os.RTLD_NOW
+    lib_dir = llama_cpp_lib_dir()
+    base = ctypes.CDLL(str(lib_dir / "libggml-base.so"), mode=mode)
+    cpu = ctypes.CDLL(str(lib_dir / "libggml-cpu.so"), mode=mode)
     p, i64, sz, f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_size_t, ctypes.c_float
     signatures: dict[str, tuple[Any, list[Any], Any]] = {
         "ggml_init": (base, [InitParams], p),
@@ -54,6 +70,8 @@ def _libraries() -> tuple[Any, Any]:
         "ggml_geglu_split": (base, [p, p, p], p),
         "ggml_new_graph": (base, [p], p),
         "ggml_build_forward_expand": (base, [p, p], None),
+        "ggml_flash_attn_ext": (base, [p, p, p, p, p, f, f, f], p),
+        "ggml_flash_attn_ext_set_prec": (base, [p, ctypes.c_int], None),
         "ggml_quantize_chunk": (base, [ctypes.c_int, p, p, i64, i64, i64, p], sz),
         "ggml_graph_compute_with_ctx": (cpu, [p, p, ctypes.c_int], ctypes.c_int),
         "ggml_cpu_init": (cpu, [], None),
@@ -266,6 +284,37 @@ class GgmlOps:
                                              freq_base, *args[1:])
 
         return self._run(build, threads, t, h * d).reshape(t, h, d)
+
+    def _fill(self, ctx: int, dtype: str, values: np.ndarray[Any, Any]) -> int:
+        """A new tensor of `dtype` holding `values` (numpy axes in reverse ggml order)."""
+        dims = list(values.shape[::-1]) + [1] * (3 - values.ndim)
+        t = self.base.ggml_new_tensor_3d(ctx, TYPES[dtype], *dims[:3])
+        raw = np.ascontiguousarray(values)
+        ctypes.memmove(GgmlTensor.from_address(t).data, raw.ctypes.data, raw.nbytes)
+        return t
+
+    def flash_attn_ext(self, q: np.ndarray[Any, Any], k16: np.ndarray[Any, Any],
+                       v16: np.ndarray[Any, Any], kv_len: int, q_pos0: int, causal: bool,
+                       scale: float, threads: int = 1, pad: int = 256) -> np.ndarray[Any, Any]:
+        """Flash attention as llama.cpp calls it: q fp32 [T, H, D], fp16 caches [Hkv, cap, D]
+        seen over the valid length rounded up to `pad` (llama.cpp's KV extent), an fp16 mask
+        hiding the padding (and the future when causal), fp32 precision.  [T, H, D] out."""
+        n_q, n_head, d = q.shape
+        n_kv = min(-(-kv_len // pad) * pad, k16.shape[1])
+        mask = np.full((n_q, n_kv), -np.inf, np.float16)
+        for i in range(n_q):
+            mask[i, :q_pos0 + i + 1 if causal else kv_len] = 0
+
+        def build(ctx: int) -> int:
+            tq = self._fill(ctx, "f32", np.ascontiguousarray(q.transpose(1, 0, 2), np.float32))
+            tk = self._fill(ctx, "f16", np.ascontiguousarray(k16[:, :n_kv]).view(np.uint16))
+            tv = self._fill(ctx, "f16", np.ascontiguousarray(v16[:, :n_kv]).view(np.uint16))
+            tm = self._fill(ctx, "f16", mask.view(np.uint16))
+            out = self.base.ggml_flash_attn_ext(ctx, tq, tk, tv, tm, scale, 0.0, 0.0)
+            self.base.ggml_flash_attn_ext_set_prec(out, 10)  # GGML_PREC_F32
+            return out
+
+        return self._run(build, threads, n_q, n_head * d).reshape(n_q, n_head, d)
 
     def gelu_table(self) -> np.ndarray[Any, Any]:
         """The CPU backend's fp16 GELU table (65536 fp16 bit patterns, indexed by x's fp16 bits)."""

@@ -268,6 +268,9 @@ SELECTORS = {
     "f16_online_single_range": 4,
     "f16_kv_tiled64_fp32_softmax_fp64_sum_update": 7,
     "f16_flash_auto_qtile64": 8,
+    "f16_online_single_range_fp32_dot": 10,
+    "f16_online_fp32_merge_fp32_dot": 11,
+    "f16_flash_auto_qtile64_fp32_dot": 12,
 }
 
 
@@ -298,6 +301,9 @@ def build_lib(with_online: bool = False):
         sources += ["attention/online.c", "attention/tiled_auto.c"]
         cdef += _provider_cdef("v8_attn_auto") + "int v8_attn_auto_uses_tiled(int64_t n_q, int64_t head_dim);\n"
         cdef += "int v8_attn_online_dot_tree(void);\n"
+        cdef += "int v8_attn_online_fp32_dot_tree(void);\n"
+        cdef += _provider_cdef("v8_attn_online_split")
+        cdef += f"v8_status v8_attn_online_split_ref_workers(int n_workers, {ATTN_ARGS});\n"
     cdef += "v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, void *fn, void *ctx);\n"
     return build(CBuild(name="v8_attn_tiled_test" + ("_auto" if with_online else ""), cdef=cdef,
                         source='#include "attention/v8_attention_tiled.h"\n',

@@ -1,0 +1,155 @@
+"""f16_online_single_range_fp32_dot, f16_online_fp32_merge_fp32_dot and the composite
+f16_flash_auto_qtile64_fp32_dot: llama.cpp's current flash attention on the CPU.
+
+External rung: the ggml llama.cpp ships (ggml_flash_attn_ext of llama-cpp-python's libggml,
+fp16 caches over the valid length rounded up to 256 as llama.cpp's KV cache presents them),
+bit for bit: prefill below and from 64 query rows at 1 and 2 threads, decode single range,
+and split-KV decode at W workers against ggml at W threads.  Production and threadpool
+against the oracle; negative control: on CPUs with AVX512-FP16 the fp16-lane contract
+(f16_online_single_range) is other arithmetic than llama.cpp's.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from tiled_model import Runner, build_lib, make_case, mismatch
+
+from v8dialect.evidence import Outcome, Rung
+
+AUTO = "f16_flash_auto_qtile64_fp32_dot"
+SPLIT = "f16_online_fp32_merge_fp32_dot"
+PREFILL = [(n_q, past, d) for d in (64, 128) for n_q in (2, 5, 14, 63, 64, 65) for past in (0, 5, 300)]
+DECODE_KV = (1, 255, 256, 257, 511, 512, 513, 1058, 1609)
+
+
+@functools.cache
+def lib() -> Any:
+    return build_lib(with_online=True)
+
+
+def case(n_q: int, past: int, d: int, kv_len: int | None = None) -> Any:
+    kv = kv_len if kv_len is not None else past + n_q
+    room = -(-kv // 256) * 256 - kv + 7  # llama.cpp's cache always covers the padded extent
+    return make_case(7 * n_q + past + d + kv, n_q, kv - n_q if kv_len else past, 4, 2, d,
+                     extra_cap=room, kv_len=kv)
+
+
+def ggml_or_unresolved(evidence: Callable[..., Any], contract: str, provider: str) -> Any:
+    try:
+        from v8dialect.parity.ggml_ops import GgmlOps
+
+        return GgmlOps(1 << 30)
+    except Exception as exc:  # noqa: BLE001 - llama.cpp's ggml not loadable
+        evidence(Rung.EXTERNAL, Outcome.UNRESOLVED, contract=contract, provider=provider,
+                 backend="llama-cpp-python libggml", reason=str(exc))
+        pytest.fail(f"llama.cpp's ggml is not loadable: {exc} (recorded as unresolved)")
+
+
+def reference(g: Any, c: Any, threads: int) -> np.ndarray:
+    return g.flash_attn_ext(c.q, c.k16, c.v16, c.kv_len, c.q_pos0, c.causal, c.scale, threads)
+
+
+def test_prefill_and_decode_vs_llamacpp(evidence: Callable[..., Any]) -> None:
+    g = ggml_or_unresolved(evidence, AUTO, "attn_auto_qtile64_f16kv")
+    run = Runner(lib(), "v8_attn_auto", AUTO)
+    figures: dict[str, int] = {}
+    # one query over an extent below 512 (256): the single range at any thread count
+    cases = PREFILL + [(1, kv - 1, d) for d in (64, 128) for kv in (1, 255, 256)]
+    for n_q, past, d in cases:
+        c = case(n_q, past, d)
+        st, ours = run.run("ref", c)
+        assert st == 0
+        st, prod = run.run("prod", c)
+        assert st == 0 and mismatch(prod, ours)[0] == 0
+        for threads in (1, 2):
+            figures[f"q{n_q}/past{past}/d{d}/t{threads}"] = mismatch(ours, reference(g, c, threads))[0]
+    ok = not any(figures.values())
+    evidence(Rung.EXTERNAL, ok, contract=AUTO, provider="attn_auto_qtile64_f16kv",
+             backend="ggml_flash_attn_ext of llama-cpp-python 0.3.36 (ggml 0.25.3), native build",
+             differing_elements={k: v for k, v in figures.items() if v}, cases=len(figures))
+    assert ok, {k: v for k, v in figures.items() if v}
+
+
+def test_split_kv_decode_vs_llamacpp(evidence: Callable[..., Any]) -> None:
+    g = ggml_or_unresolved(evidence, SPLIT, "attn_online_split_f16kv")
+    run = Runner(lib(), "v8_attn_online_split", SPLIT)
+    figures: dict[str, int] = {}
+    for d in (64, 128):
+        for kv in DECODE_KV:
+            c = case(1, 0, d, kv_len=kv)
+            for workers in (1, 2):
+                pool = lib().lib.v8_threadpool_create(workers)
+                try:
+                    st, ours = run.run("pool", c, workers=workers, pool=pool)
+                finally:
+                    lib().lib.v8_threadpool_destroy(pool)
+                assert st == 0
+                figures[f"kv{kv}/d{d}/w{workers}"] = mismatch(ours, reference(g, c, workers))[0]
+    ok = not any(figures.values())
+    evidence(Rung.EXTERNAL, ok, contract=SPLIT, provider="attn_online_split_f16kv",
+             backend="ggml_flash_attn_ext split-KV decode of llama-cpp-python 0.3.36, threads = workers",
+             differing_elements={k: v for k, v in figures.items() if v}, cases=len(figures))
+    assert ok, {k: v for k, v in figures.items() if v}
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4, 8])
+def test_threadpool_equals_oracle(workers: int, evidence: Callable[..., Any]) -> None:
+    lb = lib().lib
+    pool = lb.v8_threadpool_create(workers)
+    bad: list[str] = []
+    try:
+        auto = Runner(lib(), "v8_attn_auto", AUTO)
+        for n_q, past, d in ((5, 300, 128), (63, 0, 64), (64, 5, 128), (65, 300, 64)):
+            c = case(n_q, past, d)
+            if mismatch(auto.run("pool", c, workers, pool)[1], auto.run("ref", c)[1])[0]:
+                bad.append(f"auto q{n_q} past{past} d{d}")
+        split = Runner(lib(), "v8_attn_online_split", SPLIT)
+        lb_ref = lib().lib.v8_attn_online_split_ref_workers
+        for kv in (511, 1058):
+            c = case(1, 0, 128, kv_len=kv)
+            st, got = split.run("pool", c, workers, pool)
+            args, keep = split._args(c, ref := np.zeros_like(c.q), workers)
+            assert lb_ref(workers, *args) == 0 and st == 0
+            del keep
+            if mismatch(got, ref)[0]:
+                bad.append(f"split kv{kv}")
+    finally:
+        lb.v8_threadpool_destroy(pool)
+    for contract, provider in ((AUTO, "attn_auto_qtile64_f16kv"), (SPLIT, "attn_online_split_f16kv")):
+        evidence(Rung.THREADPOOL, not bad, contract=contract, provider=provider, workers=workers,
+                 failures=bad)
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("mask", [0x7, 0xFFFFFFFF], ids=["avx2", "native"])
+def test_production_equals_oracle_per_isa(mask: int, evidence: Callable[..., Any]) -> None:
+    lb = lib().lib
+    lb.v8_cpu_restrict(mask)
+    try:
+        run = Runner(lib(), "v8_attn_auto", AUTO)
+        bad = [f"q{n_q}/past{past}/d{d}" for n_q, past, d in PREFILL[::3]
+               if mismatch(run.run("prod", case(n_q, past, d))[1], run.run("ref", case(n_q, past, d))[1])[0]]
+        tree = int(lb.v8_attn_online_fp32_dot_tree())
+    finally:
+        lb.v8_cpu_restrict(0xFFFFFFFF)
+    evidence(Rung.PRODUCTION, not bad, contract=AUTO, provider="attn_auto_qtile64_f16kv", tree=tree,
+             failures=bad)
+    assert not bad, bad
+
+
+def test_fp16_lane_contract_is_other_arithmetic(evidence: Callable[..., Any]) -> None:
+    """On an AVX512-FP16 CPU the fp16-lane dot (f16_online_single_range) is not llama.cpp's;
+    the fp32-dot contract is.  Elsewhere both trees are fp32 lanes and agree."""
+    g = ggml_or_unresolved(evidence, AUTO, "attn_auto_qtile64_f16kv")
+    fp16_host = int(lib().lib.v8_attn_online_dot_tree()) == 3
+    c = case(14, 300, 128)
+    old = Runner(lib(), "v8_attn_auto", "f16_flash_auto_qtile64").run("prod", c)[1]
+    ref = reference(g, c, 1)
+    if fp16_host:
+        assert mismatch(old, ref)[0] > 0
+    assert mismatch(Runner(lib(), "v8_attn_auto", AUTO).run("prod", c)[1], ref)[0] == 0
