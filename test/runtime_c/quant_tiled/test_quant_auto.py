@@ -305,10 +305,11 @@ def test_emitted_program_routes_by_rows_and_gives_llamacpp_bits(weights: Any, gg
         pytest.fail("llama.cpp's ggml is not importable: external rung unresolved")
     registry = load_registry()
     attr = str(to_attr(registry.contracts[CONTRACT[fmt]], registry))
+    tiles = "#v8.exec_requirement<runtime = threadpool, partition = output_tiles>"
     xt, wt, yt = f"tensor<{rows}x{k}xf32>", f"tensor<{n}x{k}x!v8.{fmt}>", f"tensor<{rows}x{n}xf32>"
     text = f"""
 func.func @prefill(%x: {xt}, %w: {wt}) -> {yt} {{
-  %y = v8.linear "proj" prefill %x, %w contract {attr} execution #v8.exec_requirement<runtime = threadpool, partition = output_tiles> : ({xt}, {wt}) -> {yt}
+  %y = v8.linear "proj" prefill %x, %w contract {attr} execution {tiles} : ({xt}, {wt}) -> {yt}
   func.return %y : {yt}
 }}
 """
