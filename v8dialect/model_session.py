@@ -40,15 +40,6 @@ class PhaseResult:
     checkpoints: Mapping[str, np.ndarray[Any, Any]]
 
 
-@dataclass(frozen=True)
-class WeightArg:
-    """One weight argument of a phase: the GGUF tensor and its load transforms."""
-
-    name: str
-    tensor: str
-    transforms: tuple[tuple[str, float], ...]
-
-
 def build_graph(model: Path, circuit: str, prefill_tokens: int, kv_capacity: int | None,
                 overrides: Sequence[str] = ()) -> ModuleOp:
     """v8-build's hydration: the GraphIR module (located errors as SessionError)."""
@@ -61,10 +52,12 @@ def build_graph(model: Path, circuit: str, prefill_tokens: int, kv_capacity: int
         raise SessionError(str(e)) from None
 
 
-def weight_args(fn: func.FuncOp) -> list[WeightArg]:
+def weight_args(fn: func.FuncOp) -> list[tuple[int, str, tuple[tuple[str, float], ...]]]:
+    """(argument index, GGUF tensor, load transforms) of every weight argument; a tensor read
+    under two transforms is two arguments."""
     attrs = fn.arg_attrs.data if fn.arg_attrs is not None else [None] * len(fn.args)
-    out: list[WeightArg] = []
-    for arg, attr in zip(fn.body.block.args, attrs, strict=True):
+    out: list[tuple[int, str, tuple[tuple[str, float], ...]]] = []
+    for index, attr in enumerate(attrs):
         entries = attr.data if attr is not None else {}
         tensor = entries.get("v8.tensor")
         if not isinstance(tensor, StringAttr):
@@ -72,7 +65,7 @@ def weight_args(fn: func.FuncOp) -> list[WeightArg]:
         transforms = tuple(sorted((k.removeprefix("v8."), float(v.value.data))
                                   for k, v in entries.items()
                                   if isinstance(v, FloatAttr) and k.startswith("v8.weight_")))
-        out.append(WeightArg(arg.name_hint or f"arg{arg.index}", tensor.data, transforms))
+        out.append((index, tensor.data, transforms))
     return out
 
 
@@ -122,9 +115,13 @@ class ModelSession:
         names = {fn.sym_name.data: checkpoint_names(fn) for fn in functions}
         program = build(module, name=name + ("_checkpoints" if checkpoints else ""))
         tensors = read_tensors(model)
-        weights = {phase: {a.name: transformed(tensors[a.tensor], a.transforms) if a.transforms
-                           else np.ascontiguousarray(tensors[a.tensor]) for a in rows}
-                   for phase, rows in args.items()}
+        weights: dict[str, dict[str, np.ndarray[Any, Any]]] = {}
+        for phase, rows in args.items():
+            # the program keys its inputs by argument position (two reads of one tensor under
+            # different transforms are two inputs)
+            inputs = program.phases[phase].inputs
+            weights[phase] = {inputs[i].name: transformed(tensors[t], tf) if tf
+                              else np.ascontiguousarray(tensors[t]) for i, t, tf in rows}
         ledger = read_ledger(module) or {}
         resolutions = {key: (r.word("kernel"), r.word("contract")) for key, r in ledger.items()}
         session = cls(program, names, weights, resolutions)

@@ -458,9 +458,10 @@ def max_abs(a: np.ndarray, b: np.ndarray) -> float:
 from test_gated_delta import gdn_model  # noqa: E402
 from test_imrope import imrope_model  # noqa: E402
 
-# Qwen3.5 recurrent dims: 2 key heads of 32, 4 value heads of 64 (value head h reads key
-# head h % 2), causal convolution of width 4.
-SSM_HK, SSM_DK, SSM_HV, SSM_DV, SSM_KERNEL = 2, 32, 4, 64, 4
+# Qwen3.5 recurrent dims: 2 key heads of 32, 8 value heads of 32 (llama.cpp requires equal key
+# and value head dims; 8 x 32 keeps the inner width a K-quant multiple of 256; value head h
+# reads key head h % 2), causal convolution of width 4.
+SSM_HK, SSM_DK, SSM_HV, SSM_DV, SSM_KERNEL = 2, 32, 8, 32, 4
 SSM_CHANNELS = 2 * SSM_HK * SSM_DK + SSM_HV * SSM_DV
 
 
