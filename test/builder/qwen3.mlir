@@ -11,8 +11,8 @@
 // CHECK-SAME: kv_cache_dtype = "f16"
 // CHECK-LABEL: func.func @prefill(%tokens: tensor<16xi32> loc("circuits/qwen3.json":76:5), %token_embd.weight: tensor<512x256xf32> {v8.tensor = "token_embd.weight"} loc("circuits/qwen3.json":76:5)
 // CHECK: v8.embedding "token_embd" prefill %tokens, %token_embd.weight contract #v8.op_contract<"embedding_fp32_row_copy"
-// CHECK: v8.linear "blk.0.attn_q" prefill %h, %blk.0.attn_q.weight contract #v8.linear_composite_contract<"q4_k_x_q8_k_llamacpp_auto_rows8", selector = query_batch, threshold = 8, below = #v8.linear_contract<"q4_k_x_q8_k_fp32_block_order"
-// CHECK-SAME: execution #v8.exec_requirement<runtime = threadpool, partition = output_tiles> requirement #v8.requirement<"circuits/qwen3.json", status = {{[a-z]+}}> : (tensor<16x256xf32>, tensor<256x256x!v8.q4_k>) -> tensor<16x256xf32> loc("circuits/qwen3.json":80:5)
+// CHECK: v8.linear "blk.0.attn_q" prefill %h, %blk.0.attn_q.weight contract #v8.linear_contract<"q4_k_x_q8_k_fp32_repacked_4_row_groups"
+// CHECK-SAME: execution #v8.exec_requirement<runtime = threadpool, partition = independent_rows> requirement #v8.requirement<"circuits/qwen3.json", status = {{[a-z]+}}> : (tensor<16x256xf32>, tensor<256x256x!v8.q4_k>) -> tensor<16x256xf32> loc("circuits/qwen3.json":80:5)
 // CHECK: v8.linear "blk.0.attn_v" prefill %h, %blk.0.attn_v.weight contract #v8.linear_composite_contract<"q6_k_x_q8_k_llamacpp_auto_rows8"
 // CHECK: v8.reshape %q : tensor<16x256xf32> -> tensor<16x4x64xf32>
 // CHECK: v8.qk_norm "blk.0.attn_q_norm" prefill
@@ -32,5 +32,5 @@
 // RESOLVED: v8.resolution_ledger = {
 // RESOLVED-SAME: "decode::blk.0.attn" = #v8.resolved<kernel = "attn_online_split_f16kv"
 // RESOLVED-SAME: "prefill::blk.0.attn" = #v8.resolved<kernel = "attn_auto_qtile64_f16kv"
-// RESOLVED-SAME: "prefill::blk.0.attn_q" = #v8.resolved<kernel = "q4_k_x_q8_k_auto_rows8_gemm"
+// RESOLVED-SAME: "prefill::blk.0.attn_q" = #v8.resolved<kernel = "q4_k_x_q8_k_repacked_gemm"
 // RESOLVED-SAME: "prefill::output" = #v8.resolved<kernel = "q6_k_x_q8_k_auto_rows8_gemm"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -43,37 +42,11 @@ def test_parity_repack_switch_sets_weight_layout() -> None:
     assert mine.build_overrides() == ("weight_layout=plain",)
 
 
-def _with_repacked_q4_k(circuit: dict[str, Any]) -> dict[str, Any]:
-    """The circuit with every Q4_K linear/logits requirement split by weight_layout: the
-    repacked contracts under ggml_repacked, the circuit's own choice under plain."""
-    for req in circuit["requirements"].values():
-        for phase, choices in req.items():
-            if phase not in REPACKED or not isinstance(choices, list):
-                continue
-            out = []
-            for choice in choices:
-                when = choice.get("when", {}) if isinstance(choice, dict) else {}
-                if when.get("weight_type") == "q4_k" and when.get("reference_arithmetic",
-                                                                  "ggml_cpu") == "ggml_cpu":
-                    out.append({**choice, "when": {**when, "weight_layout": "plain"}})
-                    out.append({"when": {**when, "weight_layout": "ggml_repacked"},
-                                "contract": REPACKED[phase],
-                                "execution": {"runtime": "threadpool",
-                                              "partition": "independent_rows"}})
-                else:
-                    out.append(choice)
-            req[phase] = out
-    return circuit
-
-
 @pytest.mark.parametrize("layout", ["ggml_repacked", "plain"])
 def test_circuit_selects_by_weight_layout(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                           layout: str) -> None:
-    circuit = _with_repacked_q4_k(json.loads((circuits_dir() / "qwen3.json").read_text()))
-    path = tmp_path / "qwen3_layout.json"
-    path.write_text(json.dumps(circuit))
     model = tiny_gguf.write(tiny_gguf.PRESETS["qwen3"], tmp_path / "qwen3.gguf")
-    rc = main([str(model), "--circuit", str(path), "--set", f"weight_layout={layout}",
+    rc = main([str(model), "--circuit", "qwen3", "--set", f"weight_layout={layout}",
                "--prefill-tokens", "5", "--kv-capacity", "64"])
     out, err = capsys.readouterr()
     assert rc == 0, err
@@ -87,3 +60,12 @@ def test_circuit_selects_by_weight_layout(tmp_path: Path, capsys: pytest.Capture
     for phase, want in REPACKED.items():
         assert linear[phase], linear
         assert (linear[phase] == {want}) == (layout == "ggml_repacked"), linear
+
+
+def test_packaged_circuits_default_to_llamacpp_repacking() -> None:
+    """llama.cpp repacks by default, so every circuit with Q4_K requirements does too."""
+    for path in sorted(circuits_dir().glob("*.json")):
+        doc = json.loads(path.read_text())
+        text = json.dumps(doc["requirements"])
+        if "q4_k" in text:
+            assert doc["manifest"]["defaults"].get("weight_layout") == "ggml_repacked", path.name
