@@ -56,6 +56,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="seed of the token ids")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a manifest override for v8-build")
+    p.add_argument("--position-streams", action="store_true",
+                   help="multi-section RoPE: four distinct position streams, llama.cpp fed the "
+                        "token embedding rows (a token batch gives every stream one position)")
     p.add_argument("--no-locate", action="store_true", help="skip naming the first differing op")
     p.add_argument("--json", type=Path, help="also write the results as JSON")
     return p.parse_args(argv)
@@ -79,7 +82,7 @@ def cases(args: argparse.Namespace, vocab: int) -> list[ParityCase]:
         raise UsageError("--threads: at least 1")
     repacks = {"on": (True,), "off": (False,), "both": (True, False)}[args.repack]
     return [ParityCase(args.model, args.circuit, prompt, decode, t, r, args.kv_capacity,
-                       tuple(args.set)) for r in repacks for t in threads]
+                       tuple(args.set), args.position_streams) for r in repacks for t in threads]
 
 
 def report(result: ParityResult, out: Any) -> None:
@@ -107,6 +110,7 @@ def as_json(result: ParityResult) -> dict[str, Any]:
     c = result.case
     return {
         "model": str(c.model), "circuit": c.circuit, "threads": c.threads, "repack": c.repack,
+        "position_streams": c.position_streams, "overrides": list(c.overrides),
         "prompt": list(c.prompt), "decode": list(c.decode), "exact": result.exact,
         "positions": [{"call": r.call, "phase": r.phase, "position": r.position,
                        "exact": r.diff.exact, "max_abs": r.diff.max_abs,

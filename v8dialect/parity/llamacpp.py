@@ -251,6 +251,40 @@ class LlamaCppSession:
         self.n_past += n
         return out
 
+    def eval_embeddings(self, rows: np.ndarray[Any, Any],
+                        positions: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """Evaluate embedding rows [n, dim] at explicit positions [streams, n] (multi-section
+        RoPE reads every stream; a token batch would broadcast one position to all)."""
+        lib = self.lib
+        n, dim = rows.shape
+        streams = positions.shape[0]
+        if self.observer is not None:
+            self.observer.nodes.clear()
+        # room for every stream's positions: llama.cpp reads them section-major, pos[j*n + i]
+        batch = lib.llama_batch_init(n * streams, dim, 1)
+        try:
+            flat = np.ascontiguousarray(rows, np.float32)
+            ctypes.memmove(batch.embd, flat.ctypes.data, flat.nbytes)
+            for j in range(streams):
+                for i in range(n):
+                    batch.pos[j * n + i] = int(positions[j, i])
+            for i in range(n):
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = 1
+            batch.n_tokens = n
+            rc = lib.llama_decode(self.ctx, batch)
+            if rc != 0:
+                raise ValueError(f"llama_decode failed with status {rc}")
+            out = np.empty((n, self.model.vocab), np.float32)
+            for i in range(n):
+                out[i] = np.ctypeslib.as_array(lib.llama_get_logits_ith(self.ctx, i),
+                                               shape=(self.model.vocab,))
+        finally:
+            lib.llama_batch_free(batch)
+        self.n_past += n
+        return out
+
     def observed(self) -> list[Observed]:
         return list(self.observer.nodes) if self.observer is not None else []
 

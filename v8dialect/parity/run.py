@@ -17,7 +17,7 @@ import numpy as np
 
 from v8dialect.model_session import ModelSession
 from v8dialect.parity.compare import Difference, difference
-from v8dialect.parity.llamacpp import LlamaConfig, LlamaCppModel
+from v8dialect.parity.llamacpp import LlamaConfig, LlamaCppModel, LlamaCppSession
 from v8dialect.parity.node_names import index_observed
 
 Logits = np.ndarray[Any, Any]
@@ -33,6 +33,7 @@ class ParityCase:
     repack: bool = True
     kv_capacity: int = 1024
     overrides: tuple[str, ...] = ()
+    position_streams: bool = False  # four distinct M-RoPE streams, llama.cpp fed embeddings
 
     def calls(self) -> list[tuple[str, tuple[int, ...]]]:
         return [("prefill", self.prompt)] + [("decode", (t,)) for t in self.decode]
@@ -96,15 +97,59 @@ def open_v8(case: ParityCase, checkpoints: bool) -> ModelSession:
                              overrides=case.build_overrides(), name="v8_parity")
 
 
+def stream_positions(n_past: int, t: int) -> np.ndarray[Any, Any]:
+    """Four distinct position streams [4, t] (t = p, h and w a raster-like walk, e a small
+    offset): a wrong stream for any RoPE pair changes the bits."""
+    p = np.arange(n_past, n_past + t, dtype=np.int64)
+    return np.stack([p, 3 + p // 4 * 2, 7 + p % 4 * 3, p % 2]).astype(np.int32)
+
+
+class EmbeddingTable:
+    """The file's fp32 token embedding, so llama.cpp can be fed the rows v8 gathers."""
+
+    def __init__(self, model: Path) -> None:
+        from v8dialect.model_session import read_tensors
+
+        table = read_tensors(model).get("token_embd.weight")
+        if table is None or table.dtype != np.float32:
+            raise ValueError(f"{model}: position streams need an fp32 token_embd.weight")
+        self.table = table
+
+    def rows(self, tokens: Sequence[int]) -> np.ndarray[Any, Any]:
+        return np.ascontiguousarray(self.table[np.asarray(tokens, np.int64)], np.float32)
+
+
+@dataclass
+class Step:
+    """Runs one call in both engines: tokens, or with position streams embedding rows."""
+
+    case: ParityCase
+    ours: ModelSession
+    reference: LlamaCppSession
+    table: EmbeddingTable | None = None
+
+    def __call__(self, phase: str, tokens: Sequence[int]) -> tuple[Any, Logits]:
+        if self.table is None:
+            return self.ours.run(phase, tokens, self.case.threads), self.reference.eval(tokens)
+        positions = stream_positions(self.ours.n_past, len(tokens))
+        ours = self.ours.run(phase, tokens, self.case.threads, positions=positions)
+        return ours, self.reference.eval_embeddings(self.table.rows(tokens), positions)
+
+
+def stepper(case: ParityCase, ours: ModelSession, reference: LlamaCppSession) -> Step:
+    return Step(case, ours, reference, EmbeddingTable(case.model) if case.position_streams else None)
+
+
 def compare_logits(case: ParityCase, llama: LlamaCppModel) -> ParityResult:
     result = ParityResult(case)
     ours_session = open_v8(case, checkpoints=False)
     reference = llama.session(case.llama_config())
     try:
+        step = stepper(case, ours_session, reference)
         position = 0
         for call, (phase, tokens) in enumerate(case.calls()):
-            ours = ours_session.run(phase, tokens, case.threads).logits
-            ref = reference.eval(tokens)
+            run, ref = step(phase, tokens)
+            ours = run.logits
             if result.divergent_logits is None and not difference(ours, ref).exact:
                 result.divergent_logits = (ours, ref)
             for row in range(len(tokens)):
@@ -127,12 +172,11 @@ def locate(case: ParityCase, llama: LlamaCppModel, call: int,
     ours_session = open_v8(case, checkpoints=True)
     reference = llama.session(case.llama_config(), observe=True)
     try:
+        step = stepper(case, ours_session, reference)
         for phase, tokens in calls[:call]:
-            ours_session.run(phase, tokens, case.threads)
-            reference.eval(tokens)
+            step(phase, tokens)
         phase, tokens = calls[call]
-        ours = ours_session.run(phase, tokens, case.threads)
-        ref_logits = reference.eval(tokens)
+        ours, ref_logits = step(phase, tokens)
         observed = index_observed(reference.observed())
         caveat = ""
         if plain is not None and not difference(ref_logits, plain[1]).exact:
