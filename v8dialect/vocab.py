@@ -123,7 +123,8 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
     "compute": ("fp32",),
     "reduction_kind": ("none", "sum_of_squares", "dot", "mean_and_centered_sum_of_squares"),
     "reduction_accumulator": ("none", "fp32", "fp64"),
-    "reduction_order": ("none", "ascending", "ggml_mul_mat_16_lane_sgemm_or_vec_dot"),
+    "reduction_order": ("none", "ascending", "ggml_mul_mat_16_lane_sgemm_or_vec_dot",
+                        "ggml_vec_dot_64_lane"),
     "elementwise": (
         "none",
         "scale_then_weight",
@@ -146,6 +147,7 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
         "concat_rows_copy",
         "silu_ggml_vexp_row_blocks_times_up",
         "gelu_fp16_table_clamped_times_up",
+        "gated_delta_rule_ggml_fma_update",
     ),
     "transcendentals": (
         "none",
@@ -156,6 +158,7 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
         "expf_logf_sqrtf",
         "ggml_vexpf_isa_blocks_expf_tail",
         "tanhf_fp16_table",
+        "ggml_vexpf_16_lane_blocks_expf_logf_sqrtf",
     ),
 }
 

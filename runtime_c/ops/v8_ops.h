@@ -56,7 +56,8 @@ enum {
     V8_VISION_ROPE_FP32_ITERATIVE_THETA_2D_SECTIONS = 0x313,
     V8_PATCH_MERGE_2X2_EXACT_COPY = 0x902,
     V8_SWIGLU_FP32_GGML_VEXP = 0x705,
-    V8_GEGLU_FP32_GGML_FP16_TABLE = 0x706
+    V8_GEGLU_FP32_GGML_FP16_TABLE = 0x706,
+    V8_GATED_DELTA_RULE_FP32_GGML_16_LANE_CHAIN = 0xA02
 };
 
 /* ---- RMSNorm: provider rmsnorm_fp32 -----------------------------------------
@@ -307,6 +308,56 @@ v8_status v8_gated_delta_net_f32(int contract, float *y, const float *qkv, const
                                  int64_t n_k_heads, int64_t n_v_heads, int64_t head_k_dim,
                                  int64_t head_v_dim, int64_t conv_kernel, float eps);
 v8_status v8_gated_delta_net_f32_parallel_dispatch(
+    v8_threadpool *pool, int contract, float *y, const float *qkv, const float *z,
+    const float *alpha, const float *beta, const float *conv_w, const float *ssm_a,
+    const float *dt_bias, const float *norm_w, float *conv_state, float *ssm_state,
+    int64_t n_tokens, int64_t n_k_heads, int64_t n_v_heads, int64_t head_k_dim,
+    int64_t head_v_dim, int64_t conv_kernel, float eps);
+
+/* ---- gated DeltaNet mixer, llama.cpp's arithmetic: provider gated_delta_net_fp32_ggml ----
+ * Contract gated_delta_rule_fp32_ggml_16_lane_chain: the ggml op chain of llama.cpp's
+ * Qwen3.5 recurrent layer as its AVX-512 CPU build computes it.  Same arguments, layouts
+ * and state semantics as v8_gated_delta_net_f32 above, with Dk == Dv (= D) and K == 4.
+ * fma(a, b, c) is one rounding; everything else each step rounded to fp32 unless fp64:
+ *   vexp(x): ggml_v_expf's 16-lane polynomial (n = RN(x log2e + 1.5*2^23) - 1.5*2^23,
+ *           b = x - n ln2 in two fmas, degree-5 polynomial in fmas with the 1 inside,
+ *           times 2^n once; |n| > 192 gives 0 or +inf)
+ *   silu_row(x_i of a row of n) = x / (1 + vexp(0 - x)) for i < n - n % 16,
+ *           x / (1 + expf(-x)) for the last n % 16 elements
+ *   dot(x, y, n) (ggml_vec_dot_f32): 64 lanes acc_l = fma(x, y, acc_l) over the first
+ *           n & ~63 elements; v_l = (acc_l + acc_{l+32}) + (acc_{l+16} + acc_{l+48});
+ *           v_l = v_{l+w} + v_l for w = 8, 4, 2, 1; s = v_0; then the remaining elements in
+ *           order: whole blocks of 16, then one block of 8 if 8 remain, s = s + x*y (product
+ *           rounded); the last < 8: s = fma(x, y, s)
+ *   conv:   c = in[t][ch] * w[ch][0];  c = fma(in[t+m][ch], w[ch][m], c) for m = 1..3;
+ *           x = silu_row over the C channels of token t (position ch)
+ *   l2norm of q and k per key head (RMS_NORM with eps / D then SCALE): s = sum_i (double)
+ *           (x_i*x_i); r = 1 / sqrtf((float)(s / D) + eps / (float)D); x_i = (x_i * r) *
+ *           (1 / sqrtf((float)D))
+ *   b = 1 / (1 + expf(-beta));  g = sp(alpha + dt_bias) * ssm_a, sp(u) = u > 20 ? u :
+ *           logf(1 + expf(u));  decay = expf(g)
+ *   state:  S = S * decay;  for j: delta = (v_j - dot(S[j], k, D)) * b;
+ *           S[j][i] = fma(k_i, delta, S[j][i])
+ *   out:    o_j = dot(S[j], q, D) * (1 / sqrtf((float)D))
+ *   gated RMSNorm: r = 1 / sqrtf((float)(sum_j (double)(o_j*o_j) / D) + eps);
+ *           y_j = ((o_j * r) * norm_w[j]) * silu_row(z_j of the head's D values, position j)
+ * Value heads are independent (threadpool partition independent_heads, effect none). */
+v8_status v8_gated_delta_net_ggml_f32_ref(int contract, float *y, const float *qkv,
+                                          const float *z, const float *alpha, const float *beta,
+                                          const float *conv_w, const float *ssm_a,
+                                          const float *dt_bias, const float *norm_w,
+                                          float *conv_state, float *ssm_state, int64_t n_tokens,
+                                          int64_t n_k_heads, int64_t n_v_heads,
+                                          int64_t head_k_dim, int64_t head_v_dim,
+                                          int64_t conv_kernel, float eps);
+v8_status v8_gated_delta_net_ggml_f32(int contract, float *y, const float *qkv, const float *z,
+                                      const float *alpha, const float *beta, const float *conv_w,
+                                      const float *ssm_a, const float *dt_bias,
+                                      const float *norm_w, float *conv_state, float *ssm_state,
+                                      int64_t n_tokens, int64_t n_k_heads, int64_t n_v_heads,
+                                      int64_t head_k_dim, int64_t head_v_dim,
+                                      int64_t conv_kernel, float eps);
+v8_status v8_gated_delta_net_ggml_f32_parallel_dispatch(
     v8_threadpool *pool, int contract, float *y, const float *qkv, const float *z,
     const float *alpha, const float *beta, const float *conv_w, const float *ssm_a,
     const float *dt_bias, const float *norm_w, float *conv_state, float *ssm_state,

@@ -1,0 +1,328 @@
+/* Gated DeltaNet mixer with llama.cpp's CPU arithmetic (provider gated_delta_net_fp32_ggml,
+ * contract gated_delta_rule_fp32_ggml_16_lane_chain); see ops/v8_ops.h for the arithmetic.
+ *
+ * llama.cpp computes the mixer as a chain of ggml ops (SSM_CONV, SILU, RMS_NORM + SCALE as
+ * the l2 norm, ADD/SOFTPLUS/MUL for the gate, SIGMOID, GATED_DELTA_NET, RMS_NORM + MUL,
+ * SILU, MUL).  Its AVX-512 build fuses some products into FMAs (the conv taps, the exp
+ * polynomial, the dot-product lanes and the state update), so this source writes those
+ * fusions explicitly with fmaf; every other operation is rounded on its own (contraction
+ * stays off, ops_internal.h).  The lane structure (16-lane SiLU blocks from a row's first
+ * element, ggml_vec_dot_f32's four 16-lane accumulators over 64-element steps) is emulated
+ * one lane at a time, so the bits do not depend on the CPU running this code.
+ *
+ * The oracle walks tokens in the outer loop; production and threadpool walk value heads
+ * (each head owns its state and output columns; the conv window is read from
+ * [conv_state, inputs] and the conv state is shifted once at the end), so the split
+ * changes no bit. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ops/ops_internal.h"
+
+typedef struct gdng_args {
+    float *y;
+    const float *qkv, *z, *alpha, *beta;
+    const float *conv_w, *ssm_a, *dt_bias, *norm_w;
+    float *conv_state, *ssm_state;
+    int64_t n_tokens, n_k_heads, n_v_heads, dk, dv, kernel;
+    int64_t channels;
+    float eps;
+} gdng_args;
+
+/* ---- ggml's AVX-512 exp polynomial (ggml_v_expf), one lane ------------------------ */
+
+static float vexp16_lane(float x) {
+    const float shift = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, shift);
+    const float n = z - shift;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float p1 = fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f);
+    const float p2 = fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f);
+    const float p3 = fmaf(0x1.ffffecp-1f, b, 1.0f);
+    const float j = fmaf(fmaf(p1, u, p2), u, p3);
+    if (n != n) {
+        return j;
+    }
+    if (fabsf(n) > 192.0f) {
+        return n <= 0.0f ? 0.0f : INFINITY;
+    }
+    return scalbnf(j, (int)n); /* _mm512_scalef_ps: j * 2^n, one rounding */
+}
+
+/* ggml_vec_silu_f32 at position i of a row of n: the first n - n % 16 elements take the
+ * 16-lane form x / (1 + vexp(0 - x)), the rest x / (1 + expf(-x)). */
+static float silu_at(float x, int64_t i, int64_t n) {
+    if (i < n - n % 16) {
+        return x / (1.0f + vexp16_lane(0.0f - x));
+    }
+    return x / (1.0f + expf(-x));
+}
+
+/* ggml_vec_dot_f32 (AVX-512 build): 64 fp32 lanes of FMA over the first n & ~63 elements,
+ * lanes 0-15 + 32-47 and 16-31 + 48-63, then those two, then the 16 lanes pairwise
+ * (i + 8, i + 4, i + 2, i + 1); the remaining elements: blocks of 16 and then one of 8
+ * with each product rounded and added in order, the last < 8 fused one by one. */
+static float ggml_dot(const float *x, const float *y, int64_t n) {
+    float acc[64];
+    const int64_t np = n & ~(int64_t)63;
+    for (int l = 0; l < 64; ++l) {
+        acc[l] = 0.0f;
+    }
+    for (int64_t i = 0; i < np; i += 64) {
+        for (int l = 0; l < 64; ++l) {
+            acc[l] = fmaf(x[i + l], y[i + l], acc[l]);
+        }
+    }
+    float v[16];
+    for (int l = 0; l < 16; ++l) {
+        const float a = acc[l] + acc[l + 32];
+        const float b = acc[l + 16] + acc[l + 48];
+        v[l] = a + b;
+    }
+    for (int w = 8; w >= 1; w /= 2) {
+        for (int l = 0; l < w; ++l) {
+            v[l] = v[l + w] + v[l];
+        }
+    }
+    float sum = v[0];
+    int64_t i = np;
+    for (; n - i >= 16; i += 16) {
+        for (int l = 0; l < 16; ++l) {
+            const float p = x[i + l] * y[i + l];
+            sum = sum + p;
+        }
+    }
+    if (n - i >= 8) {
+        for (int l = 0; l < 8; ++l) {
+            const float p = x[i + l] * y[i + l];
+            sum = sum + p;
+        }
+        i += 8;
+    }
+    for (; i < n; ++i) {
+        sum = fmaf(x[i], y[i], sum);
+    }
+    return sum;
+}
+
+/* ggml_rms_norm: fp64 ascending sum of fp32 squares, mean rounded to fp32, the factor
+ * 1 / sqrtf(mean + eps); returns that factor. */
+static float rms_factor(const float *x, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        const float sq = x[i] * x[i];
+        sum += (double)sq;
+    }
+    const float mean = (float)(sum / (double)n);
+    return 1.0f / sqrtf(mean + eps);
+}
+
+/* ---- the chain -------------------------------------------------------------------- */
+
+static inline float conv_input(const gdng_args *a, int64_t t, int64_t m, int64_t c) {
+    const int64_t u = t + m;
+    if (u < a->kernel - 1) {
+        return a->conv_state[c * (a->kernel - 1) + u];
+    }
+    return a->qkv[(u - (a->kernel - 1)) * a->channels + c];
+}
+
+/* SSM_CONV then SILU over the row of all channels, for channels [c0, c0 + n) of token t. */
+static void conv_silu(const gdng_args *a, int64_t t, int64_t c0, int64_t n, float *out) {
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t c = c0 + i;
+        const float *w = a->conv_w + c * a->kernel;
+        float acc = conv_input(a, t, 0, c) * w[0];
+        for (int64_t m = 1; m < a->kernel; ++m) {
+            acc = fmaf(conv_input(a, t, m, c), w[m], acc);
+        }
+        out[i] = silu_at(acc, c, a->channels);
+    }
+}
+
+/* llama.cpp's l2 norm of a head: RMS_NORM with eps / n, then SCALE by 1 / sqrtf(n). */
+static void l2_normalize(float *x, int64_t n, float eps) {
+    const float nf = (float)n;
+    const float r = rms_factor(x, n, eps / nf);
+    const float s = 1.0f / sqrtf(nf);
+    for (int64_t i = 0; i < n; ++i) {
+        const float xr = x[i] * r;
+        x[i] = xr * s;
+    }
+}
+
+static void token_head(const gdng_args *a, int64_t t, int64_t h) {
+    float q[V8_GDN_MAX_HEAD_DIM], k[V8_GDN_MAX_HEAD_DIM];
+    float v[V8_GDN_MAX_HEAD_DIM], o[V8_GDN_MAX_HEAD_DIM];
+    const int64_t d = a->dv; /* = dk */
+    const int64_t kh = h % a->n_k_heads;
+    const int64_t key_width = a->n_k_heads * d;
+    conv_silu(a, t, kh * d, d, q);
+    conv_silu(a, t, key_width + kh * d, d, k);
+    conv_silu(a, t, 2 * key_width + h * d, d, v);
+    l2_normalize(q, d, a->eps);
+    l2_normalize(k, d, a->eps);
+
+    const float b = 1.0f / (1.0f + expf(-a->beta[t * a->n_v_heads + h]));
+    const float pre = a->alpha[t * a->n_v_heads + h] + a->dt_bias[h];
+    const float sp = (pre > 20.0f) ? pre : logf(1.0f + expf(pre));
+    const float g = sp * a->ssm_a[h];
+    const float decay = expf(g);
+    const float scale = 1.0f / sqrtf((float)d);
+
+    float *S = a->ssm_state + h * d * d;
+    for (int64_t e = 0; e < d * d; ++e) {
+        S[e] = S[e] * decay;
+    }
+    for (int64_t j = 0; j < d; ++j) {
+        float *row = S + j * d;
+        const float diff = v[j] - ggml_dot(row, k, d);
+        const float delta = diff * b;
+        for (int64_t i = 0; i < d; ++i) {
+            row[i] = fmaf(k[i], delta, row[i]);
+        }
+    }
+    for (int64_t j = 0; j < d; ++j) {
+        o[j] = ggml_dot(S + j * d, q, d) * scale;
+    }
+
+    const float r = rms_factor(o, d, a->eps);
+    const float *zr = a->z + t * a->n_v_heads * d + h * d;
+    float *yr = a->y + t * a->n_v_heads * d + h * d;
+    for (int64_t j = 0; j < d; ++j) {
+        const float on = o[j] * r;
+        const float normed = on * a->norm_w[j];
+        yr[j] = normed * silu_at(zr[j], j, d);
+    }
+}
+
+static void shift_conv_state(const gdng_args *a) {
+    const int64_t keep = a->kernel - 1;
+    for (int64_t c = 0; c < a->channels; ++c) {
+        float *st = a->conv_state + c * keep;
+        for (int64_t m = 0; m < keep; ++m) {
+            st[m] = conv_input(a, a->n_tokens, m, c); /* reads only entries not yet written */
+        }
+    }
+}
+
+static v8_status prepare(int contract, gdng_args *a, float *y, const float *qkv, const float *z,
+                         const float *alpha, const float *beta, const float *conv_w,
+                         const float *ssm_a, const float *dt_bias, const float *norm_w,
+                         float *conv_state, float *ssm_state, int64_t n_tokens,
+                         int64_t n_k_heads, int64_t n_v_heads, int64_t head_k_dim,
+                         int64_t head_v_dim, int64_t conv_kernel, float eps) {
+    V8_REQUIRE(contract == V8_GATED_DELTA_RULE_FP32_GGML_16_LANE_CHAIN, V8_ERR_UNKNOWN_SELECTOR);
+    V8_REQUIRE(y != NULL && qkv != NULL && z != NULL && alpha != NULL && beta != NULL &&
+                   conv_w != NULL && ssm_a != NULL && dt_bias != NULL && norm_w != NULL &&
+                   conv_state != NULL && ssm_state != NULL,
+               V8_ERR_NULL_ARGUMENT);
+    V8_REQUIRE(n_tokens >= 1 && n_k_heads >= 1 && n_v_heads >= 1, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(n_v_heads <= (int64_t)1 << 20 && n_k_heads <= (int64_t)1 << 20,
+               V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(n_v_heads % n_k_heads == 0, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(head_k_dim >= 1 && head_k_dim <= V8_GDN_MAX_HEAD_DIM, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(head_v_dim == head_k_dim, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(conv_kernel == 4, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(eps >= 0.0f && eps <= FLT_MAX, V8_ERR_BAD_DIMENSION);
+    const int64_t channels = 2 * n_k_heads * head_k_dim + n_v_heads * head_v_dim;
+    V8_REQUIRE(v8_ops_product_ok(n_tokens, channels), V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(v8_ops_product_ok(n_v_heads * head_v_dim, head_k_dim), V8_ERR_BAD_DIMENSION);
+    a->y = y;
+    a->qkv = qkv;
+    a->z = z;
+    a->alpha = alpha;
+    a->beta = beta;
+    a->conv_w = conv_w;
+    a->ssm_a = ssm_a;
+    a->dt_bias = dt_bias;
+    a->norm_w = norm_w;
+    a->conv_state = conv_state;
+    a->ssm_state = ssm_state;
+    a->n_tokens = n_tokens;
+    a->n_k_heads = n_k_heads;
+    a->n_v_heads = n_v_heads;
+    a->dk = head_k_dim;
+    a->dv = head_v_dim;
+    a->kernel = conv_kernel;
+    a->channels = channels;
+    a->eps = eps;
+    return V8_OK;
+}
+
+#define GDNG_PARAMS                                                                         \
+    int contract, float *y, const float *qkv, const float *z, const float *alpha,           \
+        const float *beta, const float *conv_w, const float *ssm_a, const float *dt_bias,   \
+        const float *norm_w, float *conv_state, float *ssm_state, int64_t n_tokens,         \
+        int64_t n_k_heads, int64_t n_v_heads, int64_t head_k_dim, int64_t head_v_dim,      \
+        int64_t conv_kernel, float eps
+#define GDNG_ARGS                                                                           \
+    contract, &a, y, qkv, z, alpha, beta, conv_w, ssm_a, dt_bias, norm_w, conv_state,       \
+        ssm_state, n_tokens, n_k_heads, n_v_heads, head_k_dim, head_v_dim, conv_kernel, eps
+
+v8_status v8_gated_delta_net_ggml_f32_ref(GDNG_PARAMS) {
+    gdng_args a;
+    v8_status st = prepare(GDNG_ARGS);
+    if (st != V8_OK) {
+        return st;
+    }
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+        for (int64_t h = 0; h < a.n_v_heads; ++h) {
+            token_head(&a, t, h);
+        }
+    }
+    shift_conv_state(&a);
+    return V8_OK;
+}
+
+static void heads(const gdng_args *a, int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h) {
+        for (int64_t t = 0; t < a->n_tokens; ++t) {
+            token_head(a, t, h);
+        }
+    }
+}
+
+v8_status v8_gated_delta_net_ggml_f32(GDNG_PARAMS) {
+    gdng_args a;
+    v8_status st = prepare(GDNG_ARGS);
+    if (st != V8_OK) {
+        return st;
+    }
+    heads(&a, 0, a.n_v_heads);
+    shift_conv_state(&a);
+    return V8_OK;
+}
+
+typedef struct gdng_job {
+    gdng_args args;
+    v8_ops_chunks chunks;
+} gdng_job;
+
+static void heads_task(void *ctx, int64_t task, int worker) {
+    (void)worker;
+    const gdng_job *job = (const gdng_job *)ctx;
+    int64_t h0, h1;
+    v8_ops_chunk_range(&job->chunks, task, &h0, &h1);
+    heads(&job->args, h0, h1);
+}
+
+v8_status v8_gated_delta_net_ggml_f32_parallel_dispatch(v8_threadpool *pool, GDNG_PARAMS) {
+    V8_REQUIRE(pool != NULL, V8_ERR_NULL_ARGUMENT);
+    gdng_job job;
+    gdng_args a;
+    v8_status st = prepare(GDNG_ARGS);
+    if (st != V8_OK) {
+        return st;
+    }
+    job.args = a;
+    job.chunks = v8_ops_split(a.n_v_heads, v8_threadpool_workers(pool), 1);
+    st = v8_parallel_for(pool, job.chunks.n_tasks, heads_task, &job);
+    if (st != V8_OK) {
+        return st;
+    }
+    shift_conv_state(&a);
+    return V8_OK;
+}
