@@ -66,6 +66,7 @@ def _libraries() -> tuple[Any, Any]:
         "ggml_rope_multi": (base, [p, p, p, p, ctypes.c_int, ctypes.c_int * 4, ctypes.c_int,
                                    ctypes.c_int, f, f, f, f, f, f], p),
         "ggml_mul_mat": (base, [p, p, p], p),
+        "ggml_get_rows": (base, [p, p, p], p),
         "ggml_swiglu_split": (base, [p, p, p], p),
         "ggml_geglu_split": (base, [p, p, p], p),
         "ggml_new_graph": (base, [p], p),
@@ -176,6 +177,22 @@ class GgmlOps:
             return self.base.ggml_mul_mat(ctx, wt, xt)
 
         return self._run(build, threads, m, n)
+
+    def get_rows(self, table: np.ndarray[Any, Any], dtype: str, ids: np.ndarray[Any, Any],
+                 cols: int, threads: int = 1) -> np.ndarray[Any, Any]:
+        """fp32 rows [T, cols] of `table` (raw blocks or values stored as `dtype`) at int32
+        ids [T]: ggml_get_rows, llama.cpp's token embedding lookup (a row dequantized by the
+        type's to_float)."""
+        n, t = table.shape[0], ids.shape[0]
+
+        def build(ctx: int) -> int:
+            wt = self._tensor(ctx, dtype, cols, n, table)
+            i32 = np.ascontiguousarray(ids, np.int32)
+            it = self.base.ggml_new_tensor_1d(ctx, 26, t)  # GGML_TYPE_I32
+            ctypes.memmove(GgmlTensor.from_address(it).data, i32.ctypes.data, i32.nbytes)
+            return self.base.ggml_get_rows(ctx, wt, it)
+
+        return self._run(build, threads, t, cols)
 
     def mul_mat_repacked(self, w: np.ndarray[Any, Any], dtype: str, x: np.ndarray[Any, Any],
                          cols: int, threads: int = 1) -> tuple[np.ndarray[Any, Any], bool]:
