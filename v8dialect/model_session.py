@@ -89,12 +89,53 @@ def transformed(values: np.ndarray[Any, Any], transforms: Sequence[tuple[str, fl
     return np.ascontiguousarray(out)
 
 
-@dataclass
-class ModelSession:
+@dataclass(frozen=True)
+class ModelSource:
+    """What a program is built from; one program per prefill length, built on first use."""
+
+    model: Path
+    circuit: str
+    kv_capacity: int | None = None
+    overrides: tuple[str, ...] = ()
+    checkpoints: bool = False
+    name: str = "v8_model"
+
+
+@dataclass(frozen=True)
+class BuiltProgram:
     program: Program
     checkpoint_names: Mapping[str, list[str]]
+    resolutions: Mapping[str, tuple[str, str]]
+    weight_rows: Mapping[str, list[tuple[int, str, tuple[tuple[str, float], ...]]]]
+
+
+def build_program(source: ModelSource, prefill_tokens: int) -> BuiltProgram:
+    from v8passes.keep_checkpoints import KeepCheckpoints, checkpoint_names
+    from xdsl.passes import PassPipeline
+
+    from v8dialect.program import context
+
+    module = build_graph(source.model, source.circuit, prefill_tokens, source.kv_capacity,
+                         source.overrides)
+    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    rows = {fn.sym_name.data: weight_args(fn) for fn in functions}
+    if source.checkpoints:
+        PassPipeline((KeepCheckpoints(),)).apply(context(), module)
+    names = {fn.sym_name.data: checkpoint_names(fn) for fn in functions}
+    program = build(module, name=source.name + ("_checkpoints" if source.checkpoints else ""))
+    ledger = read_ledger(module) or {}
+    resolutions = {key: (r.word("kernel"), r.word("contract")) for key, r in ledger.items()}
+    return BuiltProgram(program, names, resolutions, rows)
+
+
+@dataclass
+class ModelSession:
+    """Prefill any number of tokens (in chunks of at most `ubatch`, each its own call, as
+    llama.cpp's micro-batches) and decode one token at a time, on one KV cache."""
+
+    source: ModelSource
+    programs: dict[int, BuiltProgram]
     weights: Mapping[str, Mapping[str, np.ndarray[Any, Any]]]
-    resolutions: Mapping[str, tuple[str, str]] = field(default_factory=dict[str, tuple[str, str]])
     state: dict[str, np.ndarray[Any, Any]] = field(default_factory=dict[str, np.ndarray[Any, Any]])
     n_past: int = 0
 
@@ -102,35 +143,35 @@ class ModelSession:
     def open(cls, model: Path, circuit: str, *, prefill_tokens: int, kv_capacity: int | None = None,
              checkpoints: bool = False, overrides: Sequence[str] = (),
              name: str = "v8_model") -> ModelSession:
-        from v8passes.keep_checkpoints import KeepCheckpoints, checkpoint_names
-        from xdsl.passes import PassPipeline
-
-        from v8dialect.program import context
-
-        module = build_graph(model, circuit, prefill_tokens, kv_capacity, overrides)
-        functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
-        args = {fn.sym_name.data: weight_args(fn) for fn in functions}
-        if checkpoints:
-            PassPipeline((KeepCheckpoints(),)).apply(context(), module)
-        names = {fn.sym_name.data: checkpoint_names(fn) for fn in functions}
-        program = build(module, name=name + ("_checkpoints" if checkpoints else ""))
+        source = ModelSource(model, circuit, kv_capacity, tuple(overrides), checkpoints, name)
+        first = build_program(source, prefill_tokens)
         tensors = read_tensors(model)
         weights: dict[str, dict[str, np.ndarray[Any, Any]]] = {}
-        for phase, rows in args.items():
+        for phase, rows in first.weight_rows.items():
             # the program keys its inputs by argument position (two reads of one tensor under
-            # different transforms are two inputs)
-            inputs = program.phases[phase].inputs
+            # different transforms are two inputs); every prefill length has the same arguments
+            inputs = first.program.phases[phase].inputs
             weights[phase] = {inputs[i].name: transformed(tensors[t], tf) if tf
                               else np.ascontiguousarray(tensors[t]) for i, t, tf in rows}
-        ledger = read_ledger(module) or {}
-        resolutions = {key: (r.word("kernel"), r.word("contract")) for key, r in ledger.items()}
-        session = cls(program, names, weights, resolutions)
+        session = cls(source, {prefill_tokens: first}, weights)
         session.reset()
         return session
 
+    @property
+    def program(self) -> Program:
+        return next(iter(self.programs.values())).program
+
+    def built(self, prefill_tokens: int) -> BuiltProgram:
+        if prefill_tokens not in self.programs:
+            self.programs[prefill_tokens] = build_program(self.source, prefill_tokens)
+        return self.programs[prefill_tokens]
+
     def resolution(self, phase: str, node: str) -> tuple[str, str]:
         """(provider kernel id, contract id) the node of that phase resolved to."""
-        return self.resolutions.get(f"{phase}::{node}", ("?", "?"))
+        for built in self.programs.values():
+            if f"{phase}::{node}" in built.resolutions:
+                return built.resolutions[f"{phase}::{node}"]
+        return ("?", "?")
 
     def reset(self) -> None:
         """Empty caches and states: the next prefill starts a new sequence."""
@@ -143,10 +184,10 @@ class ModelSession:
                 self.state[buf.name] = np.zeros(buf.shape, F32)
         self.n_past = 0
 
-    def positions(self, phase: str, t: int) -> np.ndarray[Any, Any]:
+    def positions(self, program: Program, phase: str, t: int) -> np.ndarray[Any, Any]:
         """Token positions as a token batch gives them: one stream, or for multi-section
         RoPE the same position in the first three streams and 0 in the fourth."""
-        shape = next(b.shape for b in self.program.phases[phase].inputs if b.name == "positions")
+        shape = next(b.shape for b in program.phases[phase].inputs if b.name == "positions")
         p = np.arange(self.n_past, self.n_past + t, dtype=np.int32)
         if len(shape) == 2:
             return np.stack([p, p, p, np.zeros_like(p)]).astype(np.int32)
@@ -154,24 +195,41 @@ class ModelSession:
 
     def run(self, phase: str, tokens: Sequence[int] | np.ndarray[Any, Any], workers: int,
             positions: np.ndarray[Any, Any] | None = None) -> PhaseResult:
-        sig = self.program.phases[phase]
-        expected = next(b.shape[0] for b in sig.inputs if b.name == "tokens")
-        toks = np.asarray(tokens, np.int32)
-        if toks.shape != (expected,):
-            raise SessionError(f"{phase} takes {expected} tokens, got {toks.shape[0]}")
-        pos = self.positions(phase, len(toks)) if positions is None else positions
-        outputs = self.program.run(phase, n_past=self.n_past, workers=workers, tokens=toks,
-                                   positions=pos, **self.state, **self.weights[phase])
+        """One call: `prefill` with any number of tokens (its program is built for that
+        length on first use), `decode` with one."""
+        toks = np.asarray(tokens, np.int32).reshape(-1)
+        if len(toks) == 0:
+            raise SessionError(f"{phase} needs at least one token")
+        if phase == "decode" and len(toks) != 1:
+            raise SessionError(f"decode takes 1 token, got {len(toks)}")
+        capacity = self.capacity()
+        if self.n_past + len(toks) > capacity:
+            raise SessionError(f"{self.n_past} cached + {len(toks)} new positions exceed the KV "
+                               f"capacity of {capacity}")
+        built = self.built(len(toks)) if phase == "prefill" else next(iter(self.programs.values()))
+        pos = self.positions(built.program, phase, len(toks)) if positions is None else positions
+        outputs = built.program.run(phase, n_past=self.n_past, workers=workers, tokens=toks,
+                                    positions=pos, **self.state, **self.weights[phase])
         self.n_past += len(toks)
-        names = self.checkpoint_names.get(phase, [])
+        names = built.checkpoint_names.get(phase, [])
         kept = dict(zip(names, outputs[len(outputs) - len(names):], strict=True))
         return PhaseResult(outputs[0], kept)
 
-    def prefill(self, tokens: Sequence[int] | np.ndarray[Any, Any], workers: int = 1) -> PhaseResult:
-        return self.run("prefill", tokens, workers)
+    def capacity(self) -> int:
+        caches = [b.shape[1] for b in self.program.phases["prefill"].inputs if b.name.endswith("_cache")]
+        return min(caches) if caches else 1 << 62
+
+    def prefill(self, tokens: Sequence[int] | np.ndarray[Any, Any], workers: int = 1,
+                ubatch: int = 512) -> np.ndarray[Any, Any]:
+        """The prompt in micro-batches of at most `ubatch` tokens; every position's logits."""
+        toks = np.asarray(tokens, np.int32).reshape(-1)
+        parts = [self.run("prefill", toks[i:i + ubatch], workers).logits
+                 for i in range(0, len(toks), ubatch)]
+        return np.concatenate(parts)
 
     def decode(self, token: int, workers: int = 1) -> PhaseResult:
         return self.run("decode", [token], workers)
 
     def close(self) -> None:
-        self.program.close()
+        for built in self.programs.values():
+            built.program.close()

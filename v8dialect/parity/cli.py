@@ -53,6 +53,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--repack", choices=("on", "off", "both"), default="on",
                    help="llama.cpp's weight repacking (its default is on)")
     p.add_argument("--kv-capacity", type=int, default=1024)
+    p.add_argument("--ubatch", type=int, default=512,
+                   help="micro-batch: a longer prompt runs in chunks of this many tokens")
     p.add_argument("--seed", type=int, default=0, help="seed of the token ids")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a manifest override for v8-build")
@@ -81,8 +83,14 @@ def cases(args: argparse.Namespace, vocab: int) -> list[ParityCase]:
     if any(t < 1 for t in threads):
         raise UsageError("--threads: at least 1")
     repacks = {"on": (True,), "off": (False,), "both": (True, False)}[args.repack]
+    if args.ubatch < 1:
+        raise UsageError("--ubatch: at least 1")
+    if len(prompt) + len(decode) > args.kv_capacity:
+        raise UsageError(f"{len(prompt)} prompt + {len(decode)} decode tokens exceed "
+                         f"--kv-capacity {args.kv_capacity}")
     return [ParityCase(args.model, args.circuit, prompt, decode, t, r, args.kv_capacity,
-                       tuple(args.set), args.position_streams) for r in repacks for t in threads]
+                       tuple(args.set), args.position_streams, args.ubatch)
+            for r in repacks for t in threads]
 
 
 def report(result: ParityResult, out: Any) -> None:
@@ -111,6 +119,7 @@ def as_json(result: ParityResult) -> dict[str, Any]:
     return {
         "model": str(c.model), "circuit": c.circuit, "threads": c.threads, "repack": c.repack,
         "position_streams": c.position_streams, "overrides": list(c.overrides),
+        "ubatch": c.ubatch,
         "prompt": list(c.prompt), "decode": list(c.decode), "exact": result.exact,
         "positions": [{"call": r.call, "phase": r.phase, "position": r.position,
                        "exact": r.diff.exact, "max_abs": r.diff.max_abs,

@@ -34,9 +34,13 @@ class ParityCase:
     kv_capacity: int = 1024
     overrides: tuple[str, ...] = ()
     position_streams: bool = False  # four distinct M-RoPE streams, llama.cpp fed embeddings
+    ubatch: int = 512  # the prompt runs in micro-batches of at most this many tokens
 
     def calls(self) -> list[tuple[str, tuple[int, ...]]]:
-        return [("prefill", self.prompt)] + [("decode", (t,)) for t in self.decode]
+        """The prompt in micro-batches (each one prefill call, as llama.cpp splits a batch into
+        ubatches), then one decode call per token."""
+        chunks = [self.prompt[i:i + self.ubatch] for i in range(0, len(self.prompt), self.ubatch)]
+        return [("prefill", c) for c in chunks] + [("decode", (t,)) for t in self.decode]
 
     def build_overrides(self) -> tuple[str, ...]:
         """The v8 build's manifest settings: the case's own, plus weight_layout from the
@@ -48,7 +52,7 @@ class ParityCase:
 
     def llama_config(self) -> LlamaConfig:
         return LlamaConfig(threads=self.threads, repack=self.repack, n_ctx=self.kv_capacity,
-                           n_ubatch=max(512, len(self.prompt)))
+                           n_ubatch=self.ubatch)
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ class ParityResult:
 
 
 def open_v8(case: ParityCase, checkpoints: bool) -> ModelSession:
-    return ModelSession.open(case.model, case.circuit, prefill_tokens=len(case.prompt),
+    return ModelSession.open(case.model, case.circuit, prefill_tokens=min(len(case.prompt), case.ubatch),
                              kv_capacity=case.kv_capacity, checkpoints=checkpoints,
                              overrides=case.build_overrides(), name="v8_parity")
 
