@@ -1,7 +1,7 @@
 """Evidence ladder for the tiled-prefill quantized linear contracts
 (K-quant x Q8_K, fp32 super-block FMA chain; contracts/quantized_linear_tiled.json).
 
-oracle      independent numpy model (tiled_model.py) vs the scalar C oracle, bit for bit
+oracle      independent numpy model (qt_model.py) vs the scalar C oracle, bit for bit
 external    llama.cpp's ggml mul_mat (GgmlOps, ggml 0.25.3's tiled CPU GEMM for >= 8 rows)
             vs the oracle and vs production, threads 1 and 2, bit for bit
 production  AVX-512 (with and without VNNI), AVX2 and scalar dispatch vs oracle, bit for bit
@@ -27,7 +27,7 @@ from qt_support import (
     bitexact,
     make_activation,
 )
-from tiled_model import tiled_gemm
+from qt_model import tiled_gemm
 
 from v8dialect.evidence import Outcome, Rung
 
