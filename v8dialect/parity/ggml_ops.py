@@ -74,6 +74,21 @@ def _libraries() -> tuple[Any, Any]:
         "ggml_flash_attn_ext": (base, [p, p, p, p, p, f, f, f], p),
         "ggml_flash_attn_ext_set_prec": (base, [p, ctypes.c_int], None),
         "ggml_quantize_chunk": (base, [ctypes.c_int, p, p, i64, i64, i64, p], sz),
+        # the Qwen3.5 recurrent chain (gated_delta_chain)
+        "ggml_new_tensor_4d": (base, [p, ctypes.c_int, i64, i64, i64, i64], p),
+        "ggml_view_4d": (base, [p, p, i64, i64, i64, i64, sz, sz, sz, sz], p),
+        "ggml_reshape_4d": (base, [p, p, i64, i64, i64, i64], p),
+        "ggml_transpose": (base, [p, p], p),
+        "ggml_concat": (base, [p, p, p, ctypes.c_int], p),
+        "ggml_ssm_conv": (base, [p, p, p], p),
+        "ggml_silu": (base, [p, p], p),
+        "ggml_sigmoid": (base, [p, p], p),
+        "ggml_softplus": (base, [p, p], p),
+        "ggml_add": (base, [p, p, p], p),
+        "ggml_mul": (base, [p, p, p], p),
+        "ggml_rms_norm": (base, [p, p, f], p),
+        "ggml_scale": (base, [p, p, f], p),
+        "ggml_gated_delta_net": (base, [p, p, p, p, p, p, p, i64], p),
         "ggml_graph_compute_with_ctx": (cpu, [p, p, ctypes.c_int], ctypes.c_int),
         "ggml_cpu_init": (cpu, [], None),
         "ggml_backend_alloc_ctx_tensors_from_buft": (base, [p, p], p),
@@ -337,3 +352,99 @@ class GgmlOps:
         """The CPU backend's fp16 GELU table (65536 fp16 bit patterns, indexed by x's fp16 bits)."""
         table = (ctypes.c_uint16 * 65536).in_dll(self.cpu, "ggml_table_gelu_f16")
         return np.array(np.ctypeslib.as_array(table), np.uint16)
+
+    # ---- the Qwen3.5 recurrent layer -------------------------------------------------------
+
+    def gated_delta_chain(self, qkv: np.ndarray[Any, Any], z: np.ndarray[Any, Any],
+                          alpha: np.ndarray[Any, Any], beta: np.ndarray[Any, Any],
+                          conv_w: np.ndarray[Any, Any], ssm_a: np.ndarray[Any, Any],
+                          dt_bias: np.ndarray[Any, Any], norm_w: np.ndarray[Any, Any],
+                          conv_state: np.ndarray[Any, Any], ssm_state: np.ndarray[Any, Any],
+                          n_k_heads: int, eps: float, threads: int = 1) -> dict[str, np.ndarray[Any, Any]]:
+        """llama.cpp's Qwen3.5 linear-attention layer after its projections, one sequence, built
+        from the ggml ops src/models/qwen35.cpp uses (fused GATED_DELTA_NET, K = 1): concat of
+        conv_state [C, K-1] and qkv [T, C] transposed, SSM_CONV with conv_w [C, K], SILU, q/k/v
+        views, l2 norm as RMS_NORM(eps / D) then SCALE(1 / sqrtf(D)), SIGMOID(beta [T, Hv]),
+        SOFTPLUS(alpha + dt_bias) * ssm_a, GATED_DELTA_NET on ssm_state [Hv, D, D], RMS_NORM(eps)
+        * norm_w times SILU(z [T, Hv*D]).  Returns the stages by llama.cpp's names plus
+        "y" [T, Hv*D], "conv_state" [C, K-1] and "ssm_state" [Hv, D, D] after the last token."""
+        t_len, channels = qkv.shape
+        kernel = conv_w.shape[1]
+        n_v_heads, d = ssm_state.shape[0], ssm_state.shape[1]
+        kd = n_k_heads * d
+        f4 = 4
+        b = self.base
+        f32 = np.float32
+        eps_l2 = float(f32(eps) / f32(d))
+        inv_sqrt = float(f32(1.0) / np.sqrt(f32(d)))
+
+        def new(ctx: int, values: np.ndarray[Any, Any], ne: tuple[int, ...]) -> int:
+            ne4 = tuple(ne) + (1,) * (4 - len(ne))
+            t = b.ggml_new_tensor_4d(ctx, TYPES["f32"], *ne4)
+            raw = np.ascontiguousarray(values, np.float32)
+            if raw.size != int(np.prod(ne4)):
+                raise ValueError(f"{raw.shape} does not fill ggml ne {ne4}")
+            ctypes.memmove(GgmlTensor.from_address(t).data, raw.ctypes.data, raw.nbytes)
+            return t
+
+        ctx = b.ggml_init(InitParams(self.mem_bytes, None, False))
+        if not ctx:
+            raise MemoryError("ggml_init failed")
+        try:
+            t_qkv = new(ctx, qkv, (channels, t_len, 1))
+            t_cs = new(ctx, conv_state, (kernel - 1, channels, 1))
+            conv_input = b.ggml_concat(ctx, t_cs, b.ggml_transpose(ctx, t_qkv), 0)
+            conv_raw = b.ggml_ssm_conv(ctx, conv_input, new(ctx, conv_w, (kernel, channels)))
+            conv_silu = b.ggml_silu(ctx, conv_raw)
+            row = channels * f4
+
+            def view(ne0: int, ne1: int, offset: int) -> int:
+                return b.ggml_view_4d(ctx, conv_silu, ne0, ne1, t_len, 1, ne0 * f4, row,
+                                      row * t_len, offset)
+
+            def l2(x: int) -> int:
+                return b.ggml_scale(ctx, b.ggml_rms_norm(ctx, x, eps_l2), inv_sqrt)
+
+            q = l2(view(d, n_k_heads, 0))
+            k = l2(view(d, n_k_heads, kd * f4))
+            v = view(d, n_v_heads, 2 * kd * f4)
+            beta_s = b.ggml_sigmoid(ctx, new(ctx, beta, (1, n_v_heads, t_len, 1)))
+            biased = b.ggml_add(ctx, new(ctx, alpha, (n_v_heads, t_len, 1)),
+                                new(ctx, dt_bias, (n_v_heads,)))
+            gate = b.ggml_mul(ctx, b.ggml_softplus(ctx, biased), new(ctx, ssm_a, (n_v_heads,)))
+            gate4 = b.ggml_reshape_4d(ctx, gate, 1, n_v_heads, t_len, 1)
+            state = new(ctx, ssm_state, (d, d, n_v_heads, 1))
+            gdn = b.ggml_gated_delta_net(ctx, q, k, v, gate4, beta_s, state, 1)
+            attn = b.ggml_view_4d(ctx, gdn, d, n_v_heads, t_len, 1, d * f4, d * n_v_heads * f4,
+                                  d * n_v_heads * t_len * f4, 0)
+            normed = b.ggml_mul(ctx, b.ggml_rms_norm(ctx, attn, float(eps)), new(ctx, norm_w, (d,)))
+            z_silu = b.ggml_silu(ctx, new(ctx, z, (d, n_v_heads, t_len, 1)))
+            y = b.ggml_mul(ctx, normed, z_silu)
+            graph = b.ggml_new_graph(ctx)
+            for node in (conv_silu, q, k, beta_s, gate, y):
+                b.ggml_build_forward_expand(graph, node)
+            status = self.cpu.ggml_graph_compute_with_ctx(ctx, graph, threads)
+            if status != 0:
+                raise RuntimeError(f"ggml_graph_compute_with_ctx failed with status {status}")
+
+            def read(t: int, count: int, offset: int = 0) -> np.ndarray[Any, Any]:
+                data = GgmlTensor.from_address(t).data + offset * f4
+                return np.array(np.ctypeslib.as_array((ctypes.c_float * count).from_address(data)),
+                                np.float32)
+
+            n_out = t_len * n_v_heads * d
+            conv_in = read(conv_input, channels * (kernel - 1 + t_len)).reshape(channels, -1)
+            return {
+                "conv_output_raw": read(conv_raw, t_len * channels).reshape(t_len, channels),
+                "conv_output_silu": read(conv_silu, t_len * channels).reshape(t_len, channels),
+                "q_conv_predelta": read(q, t_len * kd).reshape(t_len, kd),
+                "k_conv_predelta": read(k, t_len * kd).reshape(t_len, kd),
+                "beta_sigmoid": read(beta_s, t_len * n_v_heads).reshape(t_len, n_v_heads),
+                "gate": read(gate, t_len * n_v_heads).reshape(t_len, n_v_heads),
+                "attn_output": read(gdn, n_out).reshape(t_len, n_v_heads * d),
+                "y": read(y, n_out).reshape(t_len, n_v_heads * d),
+                "conv_state": np.ascontiguousarray(conv_in[:, t_len:]),
+                "ssm_state": read(gdn, n_v_heads * d * d, n_out).reshape(n_v_heads, d, d),
+            }
+        finally:
+            b.ggml_free(ctx)
