@@ -107,7 +107,7 @@ def test_qwen35_builds_and_every_op_resolves(
     assert kinds["v8.head_split"] == 2 * 2
     assert kinds["v8.sigmoid_gate"] == 2 * 1
     resolved = {op.name: op.resolved.word("kernel") for op in ops}  # type: ignore[union-attr]
-    assert resolved["v8.recurrent"] == "gated_delta_net_fp32"
+    assert resolved["v8.recurrent"] == "gated_delta_net_fp32_ggml"  # reference_arithmetic ggml_cpu
     assert resolved["v8.head_split"] == "head_split_fp32"
     assert resolved["v8.sigmoid_gate"] == "sigmoid_gate_fp32"
     assert resolved["v8.rope"] == "imrope_fp32"
@@ -115,7 +115,7 @@ def test_qwen35_builds_and_every_op_resolves(
     assert {"blk.0.conv_state", "blk.2.ssm_state", "blk.3.k_cache"} <= set(names)
     assert "blk.0.k_cache" not in names and "blk.3.ssm_state" not in names
     recurrent = next(op for op in ops if op.name == "v8.recurrent")
-    assert recurrent.required_contract.id == "gated_delta_rule_fp32_token_sequential_state"
+    assert recurrent.required_contract.id == "gated_delta_rule_fp32_ggml_16_lane_chain"
     assert [str(t.get_shape()) for t in (o.type for o in recurrent.operands[-2:])] == [  # type: ignore[attr-defined]
         f"({CHANNELS}, {KERNEL - 1})",
         f"({HV}, {DV}, {DK})",
