@@ -19,9 +19,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 GENERIC_CODE = ("v8dialect", "passes")
 
-# Family names as they appear in GGUF architectures, HF model types and prose.
+# Family names as they appear in GGUF architectures, HF model types and prose (the engine
+# llama.cpp is not a family).
 FAMILY = re.compile(
-    r"gemma|qwen|nanbeige|llama|mistral|mixtral|deepseek|falcon|baichuan|internlm|chatglm|"
+    r"gemma|qwen|nanbeige|llama(?![._-]?cpp)|mistral|mixtral|deepseek|falcon|baichuan|internlm|chatglm|"
     r"olmo|starcoder|minicpm|exaone|granite|\bphi[-_]?\d",
     re.IGNORECASE,
 )

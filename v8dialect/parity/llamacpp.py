@@ -191,6 +191,45 @@ class LlamaCppModel:
             self.model = None
 
 
+class Vocabulary:
+    """llama.cpp's tokenizer of a GGUF file (the file loaded vocabulary-only)."""
+
+    def __init__(self, path: Path) -> None:
+        self.lib = import_llama_cpp()
+        self._log_cb = self.lib.llama_log_callback(lambda level, text, data: None)
+        self.lib.llama_log_set(self._log_cb, None)
+        params = self.lib.llama_model_default_params()
+        params.vocab_only = True
+        self.model = self.lib.llama_model_load_from_file(str(path).encode(), params)
+        if not self.model:
+            raise ValueError(f"{path}: llama.cpp cannot read this file's vocabulary")
+        self.vocab = self.lib.llama_model_get_vocab(self.model)
+
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+        raw = text.encode()
+        room = len(raw) + 8
+        out = (self.lib.llama_token * room)()
+        n = self.lib.llama_tokenize(self.vocab, raw, len(raw), out, room, add_special, False)
+        if n < 0:
+            raise ValueError(f"the prompt needs {-n} tokens, more than expected")
+        return list(out[:n])
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        ids = (self.lib.llama_token * max(len(tokens), 1))(*tokens)
+        room = 16 * len(tokens) + 16
+        buf = ctypes.create_string_buffer(room)
+        n = self.lib.llama_detokenize(self.vocab, ids, len(tokens), buf, room, False, False)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = self.lib.llama_detokenize(self.vocab, ids, len(tokens), buf, -n, False, False)
+        return buf.raw[:n].decode(errors="replace")
+
+    def close(self) -> None:
+        if self.model:
+            self.lib.llama_model_free(self.model)
+            self.model = None
+
+
 class LlamaCppSession:
     """A context: tokens in, logits of every position out, KV cache kept between calls."""
 

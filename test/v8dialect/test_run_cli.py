@@ -1,0 +1,63 @@
+"""v8-run on a tiny GGUF: builds, prefills in micro-batches, decodes greedily, prints tokens,
+text (llama.cpp's tokenizer reading the file vocabulary-only) and tokens/s; bad input is a
+located error with exit 1.  Runs as its own process: llama.cpp's tokenizer must not share a
+process with ggml-python."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+import e2e_support as S  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    missing = S.ggml_missing()
+    if missing is not None:
+        pytest.fail(missing)
+    return S.write_gguf(S.FAMILIES["qwen3"], tmp_path_factory.mktemp("run") / "m.gguf", seed=3)
+
+
+def v8_run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "v8dialect.run_cli", *args], capture_output=True,
+                          text=True, timeout=900)
+
+
+def test_tokens_in_micro_batches_then_greedy_decode(model: Path) -> None:
+    done = v8_run(str(model), "--circuit", "qwen3", "--tokens", ",".join(map(str, range(40, 77))),
+                  "-n", "6", "--ubatch", "16", "--kv-capacity", "256")
+    assert done.returncode == 0, done.stderr
+    tokens = next(line for line in done.stdout.splitlines() if line.startswith("tokens:"))
+    assert len(tokens.split(":")[1].split(",")) == 6
+    assert "prefill: 37 tokens" in done.stdout and "decode: 5 steps" in done.stdout
+    assert "text:" in done.stdout
+    assert "building the program" in done.stderr
+
+
+def test_prompt_text_goes_through_the_files_tokenizer(model: Path) -> None:
+    done = v8_run(str(model), "--circuit", "qwen3", "--prompt", "abc abc", "-n", "3")
+    assert done.returncode == 0, done.stderr
+    assert "prefill:" in done.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--tokens", "1,2,x"], "--tokens: expected comma-separated integers"),
+    (["--tokens", "1,99999"], "outside the vocabulary"),
+    (["--tokens", "1", "--threads", "0"], "--threads: out of range"),
+    (["--tokens", ",".join(["1"] * 40), "--kv-capacity", "32"], "exceed the KV capacity"),
+])
+def test_bad_input_is_a_located_error(model: Path, args: list[str], message: str) -> None:
+    done = v8_run(str(model), "--circuit", "qwen3", *args)
+    assert done.returncode == 1
+    assert f"{model}: error: " in done.stderr and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    done = v8_run(str(tmp_path / "none.gguf"), "--circuit", "qwen3", "--tokens", "1")
+    assert done.returncode == 1 and "error: no such file" in done.stderr
