@@ -5,6 +5,7 @@ PYTEST = $(PYTHON) -m pytest -q
 export V8_EVIDENCE_LEDGER ?= $(CURDIR)/build/evidence/ledger.jsonl
 
 .PHONY: test lit pytest clean-ledger evidence-gate evidence-update bench \
+        test-llamacpp-parity test-llamacpp-parity-long \
         test-numerical-contracts test-threadpool-parity test-attention-f16-split-kv test-e2e \
         v8-regression-fast
 
@@ -19,7 +20,7 @@ lit:
 	$(LIT) -sv test/
 
 pytest:
-	$(PYTEST) test/
+	$(PYTEST) -m "not long" test/
 
 evidence-gate:
 	$(PYTHON) -m v8dialect.evidence_gate
@@ -47,7 +48,16 @@ test-attention-f16-split-kv:
 
 # Stitched end-to-end parity of every model family.
 test-e2e:
-	$(PYTEST) test/e2e
+	$(PYTEST) -m "not long" test/e2e
+
+# The program built from each family's GGUF against llama.cpp on the same file, bit for bit
+# (threads 1 and 2, repacking on and off, route boundaries, M-RoPE streams, a planted
+# difference); part of `make test`.  The -long target adds 96-step decode runs.
+test-llamacpp-parity:
+	$(PYTEST) -m "not long" test/e2e/test_llamacpp_parity.py
+
+test-llamacpp-parity-long:
+	$(PYTEST) test/e2e/test_llamacpp_parity.py
 
 # The quick subset: lit, compiler unit tests, the emitted-C numerics and the regressions
 # for what the design prevents.
