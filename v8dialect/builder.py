@@ -438,6 +438,13 @@ class FunctionBuilder:
         table = self.weight(
             op, self.stem(op), layer, (vocab_size, width), {**transforms, **self.offset(op)}
         )
+        dtype = self.weight_dtype(table)
+        if dtype != "f32" and (transforms or self.offset(op)):
+            raise self.conflict(
+                op,
+                f"the token embedding table is {dtype}: a load transform (the embedding scale) "
+                "applies to fp32 tables only, and no embedding contract scales gathered rows yet",
+            )
         out = tensor_of((dims_of(inputs[0])[0], width), Float32Type())
         return EmbeddingOp.build(
             operands=[inputs[0], table],

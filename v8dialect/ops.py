@@ -477,7 +477,9 @@ class EmbeddingOp(GraphOp):
         return {"ids": "i32", "table": element(self.table.type), "output": element(self.out.type)}
 
     def layout(self) -> Mapping[str, str]:
-        return {"ids": "contiguous", "table": "contiguous", "output": "contiguous"}
+        blocks = element(self.table.type) in BLOCK_ELEMENTS  # a quantized table: ggml's row blocks
+        return {"ids": "contiguous", "table": "row_blocks" if blocks else "contiguous",
+                "output": "contiguous"}
 
 
 # ---- KV cache ----------------------------------------------------------------------

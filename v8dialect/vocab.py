@@ -119,7 +119,8 @@ DECODER_OPS = (
 )
 
 OP_FIELDS: Mapping[str, tuple[str, ...]] = {
-    "storage": ("fp32", "fp16", "bf16"),
+    "storage": ("fp32", "fp16", "bf16", "q8_0", "q5_0", "q4_0", "q4_1", "q5_1", "q4_k", "q5_k",
+                "q6_k"),
     "compute": ("fp32",),
     "reduction_kind": ("none", "sum_of_squares", "dot", "mean_and_centered_sum_of_squares"),
     "reduction_accumulator": ("none", "fp32", "fp64"),
@@ -148,6 +149,7 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
         "silu_ggml_vexp_row_blocks_times_up",
         "gelu_fp16_table_clamped_times_up",
         "gated_delta_rule_ggml_fma_update",
+        "ggml_dequantize_row",
     ),
     "transcendentals": (
         "none",

@@ -418,6 +418,41 @@ v8_status v8_q5_1_gemm_parallel_dispatch(v8_threadpool *pool, int contract, floa
                                          const float *bias, int64_t m, int64_t n, int64_t k,
                                          void *scratch, size_t scratch_bytes);
 
+/* ---- token embedding from a quantized table: provider embedding_quant ---
+ * Contracts embedding_<fmt>_ggml_dequantize_row (fmt q8_0, q5_0, q4_0, q4_1,
+ * q5_1, q4_k, q5_k, q6_k) and embedding_{f16,bf16}_exact_convert: row
+ * ids[t] of table (ggml's raw row bytes, n_vocab rows of dim values) written
+ * to y[t][:] in fp32 exactly as llama.cpp's get_rows does, i.e. by ggml's
+ * dequantize_row_<fmt> in plain C (no fused multiply-add):
+ *   q8_0, q5_0, q4_0   y = fp32(level) * fp32(d)
+ *   q4_1, q5_1         y = fp32(level) * fp32(d) + fp32(m)
+ *   q4_k, q5_k         y = (fp32(d) * sc) * level - fp32(dmin) * mn
+ *   q6_k               y = (fp32(d) * sc) * (level - 32)
+ *   f16, bf16          exact conversion
+ * each product and sum rounded to fp32.  dim must be a multiple of the
+ * format's block (32 or 256); every id is checked against [0, n_vocab)
+ * before the first write.  Rows are independent (independent_rows). */
+enum {
+    V8_EMBEDDING_Q8_0_GGML_DEQUANTIZE_ROW = 0x411,
+    V8_EMBEDDING_Q5_0_GGML_DEQUANTIZE_ROW = 0x412,
+    V8_EMBEDDING_Q4_0_GGML_DEQUANTIZE_ROW = 0x413,
+    V8_EMBEDDING_Q4_1_GGML_DEQUANTIZE_ROW = 0x414,
+    V8_EMBEDDING_Q5_1_GGML_DEQUANTIZE_ROW = 0x415,
+    V8_EMBEDDING_Q4_K_GGML_DEQUANTIZE_ROW = 0x416,
+    V8_EMBEDDING_Q5_K_GGML_DEQUANTIZE_ROW = 0x417,
+    V8_EMBEDDING_Q6_K_GGML_DEQUANTIZE_ROW = 0x418,
+    V8_EMBEDDING_F16_EXACT_CONVERT = 0x419,
+    V8_EMBEDDING_BF16_EXACT_CONVERT = 0x41A
+};
+
+v8_status v8_embedding_quant_ref(int contract, float *y, const void *table, const int32_t *ids,
+                                 int64_t n_tokens, int64_t n_vocab, int64_t dim);
+v8_status v8_embedding_quant(int contract, float *y, const void *table, const int32_t *ids,
+                             int64_t n_tokens, int64_t n_vocab, int64_t dim);
+v8_status v8_embedding_quant_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                               const void *table, const int32_t *ids,
+                                               int64_t n_tokens, int64_t n_vocab, int64_t dim);
+
 #ifdef __cplusplus
 }
 #endif

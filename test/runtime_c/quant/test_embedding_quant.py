@@ -1,0 +1,149 @@
+"""Token embedding lookup from quantized / fp16 / bf16 tables (provider embedding_quant):
+the oracle against llama.cpp's own get_rows (libggml through GgmlOps, tables written by its
+quantizer), production and the threadpool at 1 and 2 workers against the oracle, bit for bit;
+argument checks (a bad id or width leaves the output untouched)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+from v8dialect.evidence import Outcome, Rung
+
+PROVIDER = "embedding_quant"
+FORMATS = ("q8_0", "q5_0", "q4_0", "q4_1", "q5_1", "q4_k", "q5_k", "q6_k", "f16", "bf16")
+# widths: a K-quant super-block multiple, and llama.cpp's fallback widths (896, 1152: not
+# multiples of 256, so the K formats are tested at 1024 and 512 only)
+WIDTHS = {f: ((512, 1024) if f.endswith("_k") else (512, 896, 1152)) for f in FORMATS}
+N_VOCAB = 97
+CDEF = """
+v8_status v8_embedding_quant_ref(int contract, float *y, const void *table, const int32_t *ids,
+                                 int64_t n_tokens, int64_t n_vocab, int64_t dim);
+v8_status v8_embedding_quant(int contract, float *y, const void *table, const int32_t *ids,
+                             int64_t n_tokens, int64_t n_vocab, int64_t dim);
+v8_status v8_embedding_quant_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                               const void *table, const int32_t *ids,
+                                               int64_t n_tokens, int64_t n_vocab, int64_t dim);
+"""
+
+
+def contract_of(fmt: str) -> str:
+    return f"embedding_{fmt}_exact_convert" if fmt in ("f16", "bf16") \
+        else f"embedding_{fmt}_ggml_dequantize_row"
+
+
+@pytest.fixture(scope="module")
+def eq() -> ModuleType:
+    selectors = "\n".join(f"#define SEL_{f.upper()} V8_{contract_of(f).upper()}" for f in FORMATS)
+    return build(CBuild(
+        name="v8_embedding_quant_test",
+        cdef=RUNTIME_CORE_CDEF + CDEF + "".join(
+            f"static const int SEL_{f.upper()};\n" for f in FORMATS),
+        source='#include "v8_runtime.h"\n#include "quant/v8_quant.h"\n' + selectors + "\n",
+        runtime_sources=tuple(RUNTIME_CORE_SOURCES) + (
+            "quant/q_embedding.c", "quant/q_formats.c", "quant/q0_formats.c"),
+    ))
+
+
+@pytest.fixture(scope="module")
+def pools(eq: ModuleType) -> Iterator[dict[int, Any]]:
+    made = {w: eq.lib.v8_threadpool_create(w) for w in (1, 2)}
+    yield made
+    for p in made.values():
+        eq.lib.v8_threadpool_destroy(p)
+
+
+@pytest.fixture(scope="module")
+def ggml() -> Any:
+    from v8dialect.parity.ggml_ops import GgmlOps
+    return GgmlOps()
+
+
+def table_of(g: Any, fmt: str, w: np.ndarray) -> np.ndarray:
+    if fmt == "f16":
+        return w.astype(np.float16).view(np.uint8)
+    if fmt == "bf16":
+        # round to nearest even on the top 16 bits, as a bf16 GGUF stores them
+        u = w.view(np.uint32).astype(np.uint64)
+        b = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+        return b.view(np.uint8).reshape(w.shape[0], -1)
+    return g.quantize(fmt, w)
+
+
+def run(eq: ModuleType, fn: str, fmt: str, table: np.ndarray, ids: np.ndarray, dim: int,
+        pool: Any = None) -> tuple[int, np.ndarray]:
+    y = np.full((ids.size, dim), np.float32(-7.5), np.float32)
+    args = (getattr(eq.lib, f"SEL_{fmt.upper()}"), eq.ffi.cast("float *", y.ctypes.data),
+            eq.ffi.cast("const void *", table.ctypes.data),
+            eq.ffi.cast("const int32_t *", ids.ctypes.data), ids.size, table.shape[0], dim)
+    st = getattr(eq.lib, fn)(pool, *args) if pool is not None else getattr(eq.lib, fn)(*args)
+    return st, y
+
+
+def differing(a: np.ndarray, b: np.ndarray) -> int:
+    return int((a.view(np.uint32) != b.view(np.uint32)).sum())
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_embedding_matches_llama_cpp_get_rows(fmt: str, eq: ModuleType, pools: dict[int, Any],
+                                              ggml: Any, evidence: Callable[..., Any]) -> None:
+    rng = np.random.default_rng(len(fmt) * 31 + FORMATS.index(fmt))
+    figures: dict[str, dict[str, int]] = {}
+    for dim in WIDTHS[fmt]:
+        # rows of very different scales, a zero row and a row with one large value
+        w = (rng.standard_normal((N_VOCAB, dim)) * rng.uniform(1e-3, 4.0, (N_VOCAB, 1))
+             ).astype(np.float32)
+        w[3] = 0.0
+        w[5, 17] = 300.0
+        table = np.ascontiguousarray(table_of(ggml, fmt, w))
+        ids = np.concatenate([np.arange(N_VOCAB), rng.integers(0, N_VOCAB, 40)]).astype(np.int32)
+        ref = ggml.get_rows(table, fmt, ids, dim, threads=2)
+        st, oracle = run(eq, "v8_embedding_quant_ref", fmt, table, ids, dim)
+        assert st == 0
+        row: dict[str, int] = {"values": int(oracle.size), "oracle_vs_ggml": differing(oracle, ref)}
+        st, prod = run(eq, "v8_embedding_quant", fmt, table, ids, dim)
+        assert st == 0
+        row["production_vs_oracle"] = differing(prod, oracle)
+        for workers, pool in pools.items():
+            st, par = run(eq, "v8_embedding_quant_parallel_dispatch", fmt, table, ids, dim, pool)
+            assert st == 0
+            row[f"threadpool_{workers}_vs_oracle"] = differing(par, oracle)
+        figures[str(dim)] = row
+    ext_ok = all(r["oracle_vs_ggml"] == 0 for r in figures.values())
+    prod_ok = all(r["production_vs_oracle"] == 0 for r in figures.values())
+    pool_ok = all(v == 0 for r in figures.values() for k, v in r.items() if k.startswith("thread"))
+    contract = contract_of(fmt)
+    evidence(Rung.EXTERNAL, ext_ok, contract=contract, provider=PROVIDER,
+             backend="llama.cpp ggml get_rows (GgmlOps)", differing=figures)
+    evidence(Rung.PRODUCTION, prod_ok, contract=contract, provider=PROVIDER, differing=figures)
+    evidence(Rung.THREADPOOL, pool_ok, contract=contract, provider=PROVIDER,
+             threadpool="v8_embedding_quant_parallel_dispatch", partition="independent_rows",
+             differing=figures)
+    assert ext_ok and prod_ok and pool_ok, figures
+
+
+def test_embedding_argument_checks(eq: ModuleType, pools: dict[int, Any],
+                                   evidence: Callable[..., Any]) -> None:
+    table = np.zeros((4, 34), np.uint8)           # 4 rows of one Q8_0 block
+    ok_ids = np.array([0, 3], np.int32)
+    outcomes = {}
+    for name, fmt, ids, dim in (("id_past_vocab", "q8_0", np.array([0, 4], np.int32), 32),
+                                ("negative_id", "q8_0", np.array([-1], np.int32), 32),
+                                ("width_not_block", "q8_0", ok_ids, 31),
+                                ("k_width_not_256", "q4_k", ok_ids, 32)):
+        for fn, pool in (("v8_embedding_quant_ref", None), ("v8_embedding_quant", None),
+                         ("v8_embedding_quant_parallel_dispatch", pools[2])):
+            st, y = run(eq, fn, fmt, table, ids, dim, pool)
+            outcomes[f"{name}:{fn}"] = st
+            assert st == 2 and (y == np.float32(-7.5)).all(), (name, fn, st)
+    y = np.zeros((1, 32), np.float32)
+    st = eq.lib.v8_embedding_quant_ref(0x401, eq.ffi.cast("float *", y.ctypes.data),
+                                       eq.ffi.cast("const void *", table.ctypes.data),
+                                       eq.ffi.cast("const int32_t *", ok_ids.ctypes.data), 1, 4, 32)
+    assert st == 3  # the fp32 row-copy selector is another provider's
+    evidence(Rung.ORACLE, Outcome.PASS, contract=None, provider=PROVIDER, refused=outcomes)
