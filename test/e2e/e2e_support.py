@@ -117,7 +117,7 @@ def ggml_quantize(fmt: str, w: np.ndarray) -> np.ndarray:
 Weights = dict[str, tuple[str, np.ndarray]]
 
 
-def model_start(rng: np.random.Generator, tied: bool, output_type: str
+def model_start(rng: np.random.Generator, tied: bool, output_type: str, width: int = E
                 ) -> tuple[Callable[[int, int], np.ndarray], Callable[[int], np.ndarray], Weights]:
     """Weight draws shared by every synthetic family: projections ~ N(0, 1/K) with per-row
     magnitudes over a decade, norm weights near 1; plus the embedding, final norm and (when
@@ -131,26 +131,30 @@ def model_start(rng: np.random.Generator, tied: bool, output_type: str
         return (1.0 + 0.1 * rng.standard_normal(n)).astype(F32)
 
     out: Weights = {
-        "token_embd.weight": ("f32", rng.standard_normal((VOCAB, E)).astype(F32)),
-        "output_norm.weight": ("f32", norm(E)),
+        "token_embd.weight": ("f32", rng.standard_normal((VOCAB, width)).astype(F32)),
+        "output_norm.weight": ("f32", norm(width)),
     }
     if not tied:
-        out["output.weight"] = (output_type, proj(VOCAB, E))
+        out["output.weight"] = (output_type, proj(VOCAB, width))
     return proj, norm, out
 
 
 
-def synthetic_weights(fam: Family, seed: int) -> dict[str, tuple[str, np.ndarray]]:
+def synthetic_weights(fam: Family, seed: int, width: int = E, all_f32: bool = False
+                      ) -> dict[str, tuple[str, np.ndarray]]:
     """name -> (type, fp32 values).  Projections ~ N(0, 1/K) with per-row magnitudes over a
-    decade, norm weights near 1, biases ~ N(0, 0.5^2), embeddings ~ N(0, 1)."""
+    decade, norm weights near 1, biases ~ N(0, 0.5^2), embeddings ~ N(0, 1).  `width` is the
+    hidden size (E by default); `all_f32` types every tensor f32 (a file for llama.cpp's
+    quantizer to choose the types of)."""
+    E = width  # noqa: N806 (the hidden size of this model)
     rng = np.random.default_rng(seed)
-    proj, norm, out = model_start(rng, fam.tied, fam.output_type)
+    proj, norm, out = model_start(rng, fam.tied, "f32" if all_f32 else fam.output_type, E)
     shapes = {"attn_q": (H * D, E), "attn_k": (HKV * D, E), "attn_v": (HKV * D, E),
               "attn_output": (E, H * D), "ffn_gate": (FFN, E), "ffn_up": (FFN, E),
               "ffn_down": (E, FFN)}
     for i in range(fam.layers):
         p = f"blk.{i}."
-        types = tensor_types(fam, i)
+        types = {s: "f32" for s in shapes} if all_f32 else tensor_types(fam, i)
         out[p + "attn_norm.weight"] = ("f32", norm(E))
         out[p + "ffn_norm.weight"] = ("f32", norm(E))
         for stem, (n, k) in shapes.items():
@@ -192,13 +196,15 @@ def add_tokenizer(writer: Any) -> None:
     writer.add_eos_token_id(2)
 
 
-def write_gguf(fam: Family, path: Path, seed: int = 0) -> Path:
+def write_gguf(fam: Family, path: Path, seed: int = 0, width: int = E,
+               all_f32: bool = False) -> Path:
+    """The family's test model; `width` and `all_f32` as in synthetic_weights."""
     import gguf
 
     writer = gguf.GGUFWriter(str(path), fam.arch)
     add_tokenizer(writer)
     a = fam.arch
-    ints = {"block_count": fam.layers, "context_length": 4096, "embedding_length": E,
+    ints = {"block_count": fam.layers, "context_length": 4096, "embedding_length": width,
             "feed_forward_length": FFN, "attention.head_count": H,
             "attention.head_count_kv": HKV, "attention.key_length": D,
             "attention.value_length": D, "vocab_size": VOCAB}
@@ -212,7 +218,7 @@ def write_gguf(fam: Family, path: Path, seed: int = 0) -> Path:
         else:
             writer.add_uint32(f"{a}.{key}", value)
     qtypes = {"q4_k": gguf.GGMLQuantizationType.Q4_K, "q6_k": gguf.GGMLQuantizationType.Q6_K}
-    for name, (kind, values) in synthetic_weights(fam, seed).items():
+    for name, (kind, values) in synthetic_weights(fam, seed, width, all_f32).items():
         if kind == "f32":
             writer.add_tensor(name, values)
         else:
