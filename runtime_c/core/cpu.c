@@ -18,6 +18,7 @@ static unsigned detect(void) {
     if (__builtin_cpu_supports("avx512vl")) f |= V8_CPU_AVX512VL;
     if (__builtin_cpu_supports("avx512dq")) f |= V8_CPU_AVX512DQ;
     if (__builtin_cpu_supports("avx512vnni")) f |= V8_CPU_AVX512VNNI;
+    if (__builtin_cpu_supports("avx512bf16")) f |= V8_CPU_AVX512BF16;
 #endif
     return f;
 }

@@ -66,7 +66,8 @@ enum {
     V8_CPU_AVX512BW = 1u << 4,
     V8_CPU_AVX512VL = 1u << 5,
     V8_CPU_AVX512DQ = 1u << 6,
-    V8_CPU_AVX512VNNI = 1u << 7
+    V8_CPU_AVX512VNNI = 1u << 7,
+    V8_CPU_AVX512BF16 = 1u << 8 /* VDPBF16PS */
 };
 
 /* Features of the running CPU (and OS support for the register state),
