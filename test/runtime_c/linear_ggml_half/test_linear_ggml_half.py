@@ -374,9 +374,10 @@ def ggml_ops_or_unresolved(evidence: Callable[..., Any], dtype: str) -> Any:
 
 def cpu_model() -> str:
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return "unknown"
@@ -519,13 +520,14 @@ def test_emitted_program_resolves_to_this_provider_and_gives_the_model_bits(dtyp
         return "tensor<" + "x".join(map(str, dims)) + f"x{e}>"
 
     T, N, K = 5, 36, 96  # noqa: N806  lane route at prefill, vec route (with a tail) at decode
+    tw = t(N, K, e=dtype)
     text = f"""
-func.func @prefill(%x: {t(T, K)}, %w: {t(N, K, e=dtype)}) -> {t(T, N)} {{
-  %y = v8.linear "proj" prefill %x, %w contract {attr(CONTRACTS[dtype][0])} : ({t(T, K)}, {t(N, K, e=dtype)}) -> {t(T, N)}
+func.func @prefill(%x: {t(T, K)}, %w: {tw}) -> {t(T, N)} {{
+  %y = v8.linear "proj" prefill %x, %w contract {attr(CONTRACTS[dtype][0])} : ({t(T, K)}, {tw}) -> {t(T, N)}
   func.return %y : {t(T, N)}
 }}
-func.func @decode(%x: {t(1, K)}, %w: {t(N, K, e=dtype)}) -> {t(1, N)} {{
-  %y = v8.logits "head" decode %x, %w contract {attr(CONTRACTS[dtype][1])} : ({t(1, K)}, {t(N, K, e=dtype)}) -> {t(1, N)}
+func.func @decode(%x: {t(1, K)}, %w: {tw}) -> {t(1, N)} {{
+  %y = v8.logits "head" decode %x, %w contract {attr(CONTRACTS[dtype][1])} : ({t(1, K)}, {tw}) -> {t(1, N)}
   func.return %y : {t(1, N)}
 }}
 """
