@@ -33,11 +33,12 @@ from v8dialect.evidence import Outcome, Rung  # noqa: E402
 
 PROMPT, DECODE = 16, 8
 FILE_TYPES = ("Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K")
-# (family, hidden width, file types): every family at the test width, and llama.cpp's
-# fallback width for the K-quant file types (896 is not a multiple of 256, so the quantizer
+# (family, hidden width, file types): every family at the test width (F16/BF16 files, whose
+# tied head is the f16/bf16 GEMV/GEMM, on one family), and llama.cpp's fallback width for
+# the K-quant file types (896 is not a multiple of 256, so the quantizer
 # writes Q5_0/Q5_1/Q8_0 where a K-quant would go; Q8_0 and Q4_0 files do not change with it)
-MODELS = (("qwen3", S.E, FILE_TYPES), ("qwen2", S.E, FILE_TYPES), ("nanbeige", S.E, FILE_TYPES),
-          ("qwen3", 896, ("Q4_K_M", "Q5_K_M", "Q6_K")))
+MODELS = (("qwen3", S.E, (*FILE_TYPES, "F16", "BF16")), ("qwen2", S.E, FILE_TYPES),
+          ("nanbeige", S.E, FILE_TYPES), ("qwen3", 896, ("Q4_K_M", "Q5_K_M", "Q6_K")))
 # llama.cpp repacks Q4_0 weights (q4_0_8x8) under its default use_extra_bufts; no contract
 # describes that arithmetic yet, so Q4_0 files run with repacking off
 REPACK = {"Q4_0": "off"}
