@@ -26,6 +26,7 @@ class Rung(StrEnum):
     EXTERNAL = "external"      # ggml / PyTorch vs the scalar oracle
     STITCHED = "stitched"      # a whole resolved graph vs an independent model
     E2E = "e2e"                # a real model file end to end
+    E2E_LLAMACPP = "e2e_llamacpp"  # the program built from a GGUF is bit-exact with llama.cpp on it
     OBSERVATION = "observation"  # a backend's behaviour matches the contract within tolerance only
 
 

@@ -1,0 +1,162 @@
+"""The top rung: the program v8 builds from a GGUF file reproduces llama.cpp on that file.
+
+Every family's tiny GGUF (real Q4_K/Q6_K blocks, a byte-level vocabulary so llama.cpp loads
+it) goes through `v8-parity` — llama.cpp (llama-cpp-python, flash attention, fp16 KV cache)
+and the v8 program on the same file and tokens — at 1 and 2 threads, with llama.cpp's weight
+repacking on and off: a prompt then decode steps, logits bit-identical at every position.
+Prompts around the routes' boundaries (63/64/65 query rows, KV past 512 for split-KV
+decode) run on one family, the multi-section RoPE family with four distinct position
+streams, and a planted difference (one contract swapped) must be named by the tool.
+
+The tool runs as its own process: llama.cpp and ggml-python each bring a ggml, and one
+process must not load both into its global symbol scope.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import e2e_support as S  # noqa: E402
+
+from v8dialect.evidence import Outcome, Rung  # noqa: E402
+
+FAMILIES = ("qwen3", "qwen2", "nanbeige", "gemma3", "qwen3vl", "qwen35")
+PROMPT, DECODE = 16, 16
+
+
+def oracle_or_unresolved(evidence: Callable[..., Any], circuit: str) -> None:
+    missing = S.ggml_missing()
+    if importlib.util.find_spec("llama_cpp") is None:
+        missing = "llama-cpp-python is not installed (the 'oracle' extra)"
+    if missing is not None:
+        evidence(Rung.E2E_LLAMACPP, Outcome.UNRESOLVED, circuit=circuit, reason=missing)
+        pytest.fail(f"unresolved: {missing}")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("llamacpp_parity")
+    out: dict[str, Path] = {}
+    return_none = S.ggml_missing()
+    if return_none is not None:
+        return out
+    for family in FAMILIES:
+        path = root / f"{family}.gguf"
+        seed = sum(map(ord, family)) + 7
+        if family in S.STREAM_FAMILIES:
+            S.write_stream_gguf(S.STREAM_FAMILIES[family], path, seed=seed)
+        else:
+            S.write_gguf(S.FAMILIES[family], path, seed=seed)
+        out[family] = path
+    return out
+
+
+def parity(model: Path, circuit: str, tmp: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    report = tmp / f"{model.stem}-{abs(hash(args))}.json"
+    proc = subprocess.run([sys.executable, "-m", "v8dialect.parity.cli", str(model), "--circuit",
+                           circuit, "--json", str(report), *args],
+                          capture_output=True, text=True, timeout=1800)
+    doc = json.loads(report.read_text()) if report.exists() else {}
+    return proc.returncode, doc, proc.stdout + proc.stderr
+
+
+def summary(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"threads": r["threads"], "repack": r["repack"], "prompt": len(r["prompt"]),
+             "decode": len(r["decode"]), "exact": sum(p["exact"] for p in r["positions"]),
+             "positions": len(r["positions"]), "located": r["located"]} for r in doc.get("runs", [])]
+
+
+def check(evidence: Callable[..., Any], circuit: str, rc: int, doc: dict[str, Any], out: str,
+          what: str) -> None:
+    runs = summary(doc)
+    ok = rc == 0 and bool(runs) and all(r["exact"] == r["positions"] for r in runs)
+    evidence(Rung.E2E_LLAMACPP, ok, circuit=circuit, what=what, runs=runs,
+             oracle=doc.get("oracle", {}))
+    assert ok, out[-4000:]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_bit_exact_with_llamacpp(models: dict[str, Path], family: str, tmp_path: Path,
+                                        evidence: Callable[..., Any]) -> None:
+    oracle_or_unresolved(evidence, family)
+    rc, doc, out = parity(models[family], family, tmp_path, "--prompt-len", str(PROMPT),
+                          "--decode", str(DECODE), "--threads", "1,2", "--repack", "both")
+    check(evidence, family, rc, doc, out, f"prompt {PROMPT} + {DECODE} decode steps")
+
+
+@pytest.mark.parametrize("prompt", (63, 64, 65))
+def test_attention_route_boundaries(models: dict[str, Path], prompt: int, tmp_path: Path,
+                                    evidence: Callable[..., Any]) -> None:
+    """One-chunk attention below 64 query rows, tiled from 64 on; K-quant GEMMs tiled."""
+    oracle_or_unresolved(evidence, "qwen3")
+    rc, doc, out = parity(models["qwen3"], "qwen3", tmp_path, "--prompt-len", str(prompt),
+                          "--decode", "2", "--threads", "1,2", "--repack", "both")
+    check(evidence, "qwen3", rc, doc, out, f"prompt {prompt} (query-tile boundary)")
+
+
+def test_long_prompt_and_split_kv_decode(models: dict[str, Path], tmp_path: Path,
+                                         evidence: Callable[..., Any]) -> None:
+    """A 300-token prompt, then decode steps past 512 cached positions: split-KV decode
+    (chunks = threads) from extent 512 on."""
+    oracle_or_unresolved(evidence, "qwen3")
+    rc, doc, out = parity(models["qwen3"], "qwen3", tmp_path, "--prompt-len", "300",
+                          "--decode", "220", "--threads", "1,2", "--repack", "on",
+                          "--kv-capacity", "1024")
+    check(evidence, "qwen3", rc, doc, out, "prompt 300 + 220 decode steps (KV past 512)")
+
+
+def test_mrope_four_position_streams(models: dict[str, Path], tmp_path: Path,
+                                     evidence: Callable[..., Any]) -> None:
+    """Qwen3-VL with four distinct position streams: llama.cpp is fed the embedding rows
+    (a token batch would give every stream the same position)."""
+    oracle_or_unresolved(evidence, "qwen3vl")
+    rc, doc, out = parity(models["qwen3vl"], "qwen3vl", tmp_path, "--prompt-len", str(PROMPT),
+                          "--decode", "4", "--threads", "1,2", "--repack", "both",
+                          "--position-streams")
+    assert all(r["position_streams"] for r in doc.get("runs", []))
+    check(evidence, "qwen3vl", rc, doc, out, "four distinct M-RoPE position streams")
+
+
+def test_planted_difference_is_named(models: dict[str, Path], tmp_path: Path,
+                                     evidence: Callable[..., Any]) -> None:
+    """One contract swapped (SwiGLU with libm's expf instead of ggml's vector exp): the tool
+    exits 1 and names that op, its contract and provider, after the ops before it matched."""
+    oracle_or_unresolved(evidence, "qwen3")
+    from v8dialect.paths import circuits_dir
+
+    circuit = json.loads((circuits_dir() / "qwen3.json").read_text())
+    for choice in (*circuit["requirements"]["swiglu"]["prefill"],
+                   *circuit["requirements"]["swiglu"]["decode"]):
+        choice["contract"] = "swiglu_fp32_expf"
+    planted = tmp_path / "qwen3_planted.json"
+    planted.write_text(json.dumps(circuit))
+    rc, doc, out = parity(models["qwen3"], str(planted), tmp_path, "--prompt-len", "4",
+                          "--decode", "2", "--repack", "off")
+    located = doc["runs"][0]["located"]
+    assert rc == 1, out
+    assert located is not None, out
+    assert (located["node"], located["contract"], located["provider"]) == (
+        "blk.0.ffn_act", "swiglu_fp32_expf", "swiglu_fp32_inline"), located
+    assert located["compared"] > 5 and located["max_ulps"] >= 1
+    assert "first differing op" in out and "'blk.0.ffn_act'" in out
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_long_run(models: dict[str, Path], family: str, tmp_path: Path,
+                         evidence: Callable[..., Any]) -> None:
+    """A 64-token prompt then 96 decode steps, threads 1 and 2, repacking on and off."""
+    oracle_or_unresolved(evidence, family)
+    rc, doc, out = parity(models[family], family, tmp_path, "--prompt-len", "64", "--decode", "96",
+                          "--threads", "1,2", "--repack", "both", "--seed", "11")
+    check(evidence, family, rc, doc, out, "prompt 64 + 96 decode steps")
