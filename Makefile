@@ -69,6 +69,7 @@ v8-regression-fast:
 bench:
 	$(PYTHON) bench/quant_vs_ggml.py
 	$(PYTHON) bench/attention_vs_ggml.py
+	$(PYTHON) bench/model_vs_llamacpp.py
 
 # The runtime_c numerics with every extension built under AddressSanitizer and UBSan
 # (V8_SANITIZE is part of the build cache key).  cffi loads the extensions into a plain
