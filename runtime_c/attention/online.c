@@ -1,5 +1,5 @@
 /* Online-softmax attention: single range (decode and prefill row by row)
- * and split-KV decode.  Contracts (NUMERICS.md):
+ * and split-KV decode.  Contracts (docs/NUMERICS.md):
  *
  *   fp32_online                      fp32 Q/K/V, fp32 value accumulator
  *   f16_kv_fp32_online               fp32 Q, K/V fp16 (stored), fp32 accumulator

@@ -4,7 +4,7 @@
  *
  * Block layouts are byte-compatible with ggml (llama.cpp), so weights read
  * from GGUF files feed these kernels directly.  Every dot product follows a
- * named numerical contract (see NUMERICS.md, "Quantized linear contracts"):
+ * named numerical contract (see docs/NUMERICS.md, "Quantized linear contracts"):
  *
  *   integer part   exact int32 sums per fp32 lane (any evaluation order gives
  *                  the same integers, so SIMD variants may differ here);

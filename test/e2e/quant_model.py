@@ -1,6 +1,6 @@
 """Numpy model of the K-quant linear contracts (Q4_K / Q6_K weights x Q8_K activations).
 
-Written from the contract fields (NUMERICS.md, contracts/quantized_linear.json) and ggml's
+Written from the contract fields (docs/NUMERICS.md, contracts/quantized_linear.json) and ggml's
 block formats, not from our C: per 256-weight super-block the integer sums go into 8 int32
 lanes (lane u holds elements 4u..4u+3 of every 32-element group, each group times its
 scale), the super-block scale fp16(d) * x.d (one fp32 product) is applied by an fp32 FMA per

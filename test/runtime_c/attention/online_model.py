@@ -1,7 +1,7 @@
 """Independent numpy models of the online attention contracts, and a runner
 for ggml's ``ggml_flash_attn_ext`` (the external oracle).
 
-The models follow NUMERICS.md and the lane trees as the contracts name them;
+The models follow docs/NUMERICS.md and the lane trees as the contracts name them;
 they share no code with the C.  Every rounding is made explicit: fp16 and fp32
 values are carried in float64, where products of two fp16 (22 bits) or of an
 fp16 and an fp32 (35 bits) are exact, and each declared rounding point is an

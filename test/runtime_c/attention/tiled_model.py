@@ -1,7 +1,7 @@
 """Independent numpy models of the tiled-prefill and llama-regular attention
 contracts, plus a runner for ggml's own operators (the external oracle).
 
-Written from NUMERICS.md and from the arithmetic ggml's CPU backend performs
+Written from docs/NUMERICS.md and from the arithmetic ggml's CPU backend performs
 (ops.cpp tiled flash attention, vec.cpp soft_max, vec.h expf), not from our C.
 numpy has no fused multiply-add, so ``fma32`` builds a correctly rounded one
 from float64 arithmetic with round-to-odd (exact product, exact sum error,
