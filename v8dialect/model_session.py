@@ -77,15 +77,18 @@ def read_tensors(model: Path) -> dict[str, np.ndarray[Any, Any]]:
     return {t.name: t.data for t in GGUFReader(str(model)).tensors}
 
 
-def transformed(values: np.ndarray[Any, Any], transforms: Sequence[tuple[str, float]]
+def transformed(values: np.ndarray[Any, Any], transforms: Mapping[str, float] | Sequence[tuple[str, float]]
                 ) -> np.ndarray[Any, Any]:
-    """The argument's load transforms in fp32: (w + offset), then w * scale."""
+    """The argument's load transforms in fp32: (w + offset), then w * scale; a tensor without
+    transforms stays as stored (quantized blocks included)."""
+    given = dict(transforms)
+    if not given:
+        return np.ascontiguousarray(values)
     out = np.asarray(values, F32)
-    for name in ("weight_offset", "weight_scale"):
-        for key, value in transforms:
-            if key == name:
-                out = (out + F32(value)) if name == "weight_offset" else (out * F32(value))
-                out = out.astype(F32)
+    if "weight_offset" in given:
+        out = (out + F32(given["weight_offset"])).astype(F32)
+    if "weight_scale" in given:
+        out = (out * F32(given["weight_scale"])).astype(F32)
     return np.ascontiguousarray(out)
 
 
@@ -151,8 +154,7 @@ class ModelSession:
             # the program keys its inputs by argument position (two reads of one tensor under
             # different transforms are two inputs); every prefill length has the same arguments
             inputs = first.program.phases[phase].inputs
-            weights[phase] = {inputs[i].name: transformed(tensors[t], tf) if tf
-                              else np.ascontiguousarray(tensors[t]) for i, t, tf in rows}
+            weights[phase] = {inputs[i].name: transformed(tensors[t], tf) for i, t, tf in rows}
         session = cls(source, {prefill_tokens: first}, weights)
         session.reset()
         return session

@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         run(args)
-    except (UsageError, SessionError, V8Error, ValueError, OSError) as e:
+    except (UsageError, SessionError, V8Error, ValueError, OSError, RuntimeError) as e:
         message = str(e)
         print(message if ": error: " in message else f"{args.model}: error: {message}", file=sys.stderr)
         return 1

@@ -305,13 +305,10 @@ def build_program(gguf_path: Path, circuit: str, prefill_tokens: int,
 
 
 def load_transformed(values: np.ndarray, transforms: dict[str, float]) -> np.ndarray:
-    """Apply the argument's load transforms in fp32: (w + offset), then w * scale."""
-    out = values
-    if "weight_offset" in transforms:
-        out = (out + F32(transforms["weight_offset"])).astype(F32)
-    if "weight_scale" in transforms:
-        out = (out * F32(transforms["weight_scale"])).astype(F32)
-    return np.ascontiguousarray(out)
+    """Apply the argument's load transforms as the model session does."""
+    from v8dialect.model_session import transformed
+
+    return transformed(values, transforms)
 
 
 class ProgramRunner:

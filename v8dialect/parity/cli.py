@@ -170,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return 0 if run(args) else 1
-    except (UsageError, SessionError, OracleMissing, ValueError, V8Error) as e:
+    except (UsageError, SessionError, OracleMissing, ValueError, V8Error, OSError, RuntimeError) as e:
         message = str(e)
         if ": error: " not in message:
             message = f"{args.model}: error: {message}"

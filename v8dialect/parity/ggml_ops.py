@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -222,54 +223,56 @@ class GgmlOps:
                              f"got {raw.nbytes}")
         xs = np.ascontiguousarray(x, np.float32)
         base, cpu = self.base, self.cpu
-        overhead = 1 << 20
-        ctx_w = base.ggml_init(InitParams(overhead, None, True))
-        ctx = base.ggml_init(InitParams(overhead, None, True))
-        buf_w = buf = backend = None
-        try:
-            if not ctx_w or not ctx:
-                raise MemoryError("ggml_init failed")
-            wt = base.ggml_new_tensor_2d(ctx_w, TYPES[dtype], cols, n)
-            buf_w = base.ggml_backend_alloc_ctx_tensors_from_buft(
-                ctx_w, cpu._Z35ggml_backend_cpu_repack_buffer_typev())
-            if not buf_w:
-                raise MemoryError("CPU_REPACK buffer allocation failed")
-            if base.ggml_backend_buffer_name(buf_w) != b"CPU_REPACK":
-                raise RuntimeError("the weight buffer is not the CPU_REPACK buffer type")
-            repacked = bool(_TensorExtra.from_address(wt).extra)
-            if repacked:
-                base.ggml_backend_tensor_set(wt, raw.ctypes.data, 0, raw.nbytes)   # repacks
-            else:
-                ctypes.memmove(GgmlTensor.from_address(wt).data, raw.ctypes.data, raw.nbytes)
+        with ExitStack() as stack:
+            wt, repacked = self._repacked_weight(stack, dtype, cols, raw)
+            ctx = self._metadata_context(stack)
             xt = base.ggml_new_tensor_2d(ctx, TYPES["f32"], cols, m)
             out = base.ggml_mul_mat(ctx, wt, xt)
             graph = base.ggml_new_graph(ctx)
             base.ggml_build_forward_expand(graph, out)
-            buf = base.ggml_backend_alloc_ctx_tensors_from_buft(ctx, base.ggml_backend_cpu_buffer_type())
-            if not buf:
-                raise MemoryError("CPU buffer allocation failed")
+            self._buffer(stack, ctx, base.ggml_backend_cpu_buffer_type(), "CPU")
             base.ggml_backend_tensor_set(xt, xs.ctypes.data, 0, xs.nbytes)
             backend = cpu.ggml_backend_cpu_init()
             if not backend:
                 raise RuntimeError("ggml_backend_cpu_init failed")
+            stack.callback(base.ggml_backend_free, backend)
             cpu.ggml_backend_cpu_set_n_threads(backend, threads)
             status = base.ggml_backend_graph_compute(backend, graph)
             if status != 0:
                 raise RuntimeError(f"ggml_backend_graph_compute failed with status {status}")
-            data = GgmlTensor.from_address(out).data
-            res = (ctypes.c_float * (m * n)).from_address(data)
+            res = (ctypes.c_float * (m * n)).from_address(GgmlTensor.from_address(out).data)
             return np.array(np.ctypeslib.as_array(res).reshape(m, n), np.float32), repacked
-        finally:
-            if backend:
-                base.ggml_backend_free(backend)
-            if buf:
-                base.ggml_backend_buffer_free(buf)
-            if buf_w:
-                base.ggml_backend_buffer_free(buf_w)
-            if ctx:
-                base.ggml_free(ctx)
-            if ctx_w:
-                base.ggml_free(ctx_w)
+
+    def _metadata_context(self, stack: ExitStack) -> int:
+        """A context for tensor metadata only (buffers hold the data), freed with the stack."""
+        ctx = self.base.ggml_init(InitParams(1 << 20, None, True))
+        if not ctx:
+            raise MemoryError("ggml_init failed")
+        stack.callback(self.base.ggml_free, ctx)
+        return ctx
+
+    def _buffer(self, stack: ExitStack, ctx: int, buffer_type: int, what: str) -> int:
+        buf = self.base.ggml_backend_alloc_ctx_tensors_from_buft(ctx, buffer_type)
+        if not buf:
+            raise MemoryError(f"{what} buffer allocation failed")
+        stack.callback(self.base.ggml_backend_buffer_free, buf)
+        return buf
+
+    def _repacked_weight(self, stack: ExitStack, dtype: str, cols: int,
+                         raw: np.ndarray[Any, Any]) -> tuple[int, bool]:
+        """The weight in a CPU_REPACK buffer: (tensor, whether the buffer repacked it)."""
+        base = self.base
+        ctx = self._metadata_context(stack)
+        wt = base.ggml_new_tensor_2d(ctx, TYPES[dtype], cols, raw.shape[0])
+        buf = self._buffer(stack, ctx, self.cpu._Z35ggml_backend_cpu_repack_buffer_typev(), "CPU_REPACK")
+        if base.ggml_backend_buffer_name(buf) != b"CPU_REPACK":
+            raise RuntimeError("the weight buffer is not the CPU_REPACK buffer type")
+        repacked = bool(_TensorExtra.from_address(wt).extra)
+        if repacked:
+            base.ggml_backend_tensor_set(wt, raw.ctypes.data, 0, raw.nbytes)  # repacks
+        else:
+            ctypes.memmove(GgmlTensor.from_address(wt).data, raw.ctypes.data, raw.nbytes)
+        return wt, repacked
 
     def _glu(self, fn: Any, gate: np.ndarray[Any, Any], up: np.ndarray[Any, Any],
              threads: int) -> np.ndarray[Any, Any]:
