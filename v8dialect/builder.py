@@ -68,6 +68,7 @@ from v8dialect.attributes import (
 from v8dialect.circuits import MANIFEST_SELECTORS, Choice, Circuit, OpTemplate, load_circuit
 from v8dialect.contract_ir import to_attr
 from v8dialect.contracts import ContractRegistry, load_registry
+from v8dialect.host import NATIVE, HostError, native_ggml_build
 from v8dialect.jsondata import DataError
 from v8dialect.manifest import (
     FIELDS,
@@ -153,7 +154,21 @@ def hydrate(circuit: Circuit, manifest: Manifest) -> Manifest:
     except ManifestError as e:
         raise BuildError(manifest.file, str(e).removeprefix(f"{manifest.file}: ")) from None
     _check_heads(manifest.file, done)
-    return done
+    return _native_build_resolved(done)
+
+
+def _native_build_resolved(manifest: Manifest) -> Manifest:
+    """`ggml_build = native` becomes the build class of this machine (v8dialect/host.py):
+    the IR names the arithmetic it was built for, never "whatever the host is"."""
+    if manifest.get("ggml_build") != NATIVE:
+        return manifest
+    try:
+        build = native_ggml_build()
+    except HostError as e:
+        raise BuildError(manifest.file, str(e)) from None
+    values = {**manifest.values, "ggml_build": build}
+    return Manifest(manifest.source, manifest.file, manifest.architecture, values,
+                    manifest.tensors, manifest.raw)
 
 
 def _refuse_unexpressed(circuit: Circuit, manifest: Manifest) -> None:

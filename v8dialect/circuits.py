@@ -25,6 +25,7 @@ from pathlib import Path
 
 from v8dialect import vocab
 from v8dialect.contracts import ContractRegistry
+from v8dialect.host import GGML_BUILDS
 from v8dialect.jsondata import DataError, Node, utf8_problem
 from v8dialect.manifest import FIELDS as MANIFEST_FIELDS
 from v8dialect.manifest import INTS, ManifestError, ManifestValue, convert
@@ -57,9 +58,12 @@ SELECTOR_VALUES: Mapping[str, tuple[str, ...]] = {
     # and Q4_0 weights with a row count divisible by 8 go through its repacked GEMV/GEMM) or
     # plain GGUF blocks everywhere (llama.cpp with use_extra_bufts off)
     "weight_layout": ("ggml_repacked", "plain"),
+    # which x86 build of llama.cpp's CPU backend: its fp32/fp16/bf16 mul_mat and its fused
+    # recurrent chain accumulate in one vector register's lanes (16 with AVX-512, 8 with AVX2)
+    "ggml_build": GGML_BUILDS,
 }
 # Selector keys read from the manifest (weight_type comes from the op's weight tensor).
-MANIFEST_SELECTORS = ("kv_cache_dtype", "reference_arithmetic", "weight_layout")
+MANIFEST_SELECTORS = ("kv_cache_dtype", "reference_arithmetic", "weight_layout", "ggml_build")
 
 # Value names that exist before the first op of a section runs.
 PREDEFINED: Mapping[str, tuple[str, ...]] = {

@@ -80,6 +80,9 @@ FIELDS: Mapping[str, FieldSpec] = {
     # Nor this: whether the reference engine multiplies repacked weights (llama.cpp's CPU
     # backend repacks eligible weights by default, with its own GEMV/GEMM arithmetic).
     "weight_layout": FieldSpec(WORD, None, ()),
+    # Nor this: which x86 build of llama.cpp's CPU backend (v8dialect/host.py); `native`
+    # is the build this machine gets.
+    "ggml_build": FieldSpec(WORD, None, ()),
 }
 
 # Values derived from others when neither the file nor the circuit gives them;

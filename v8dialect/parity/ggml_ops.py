@@ -92,6 +92,9 @@ def _libraries() -> tuple[Any, Any]:
         "ggml_gated_delta_net": (base, [p, p, p, p, p, p, p, i64], p),
         "ggml_graph_compute_with_ctx": (cpu, [p, p, ctypes.c_int], ctypes.c_int),
         "ggml_cpu_init": (cpu, [], None),
+        # what the CPU backend was compiled for (not what the running CPU has)
+        "ggml_cpu_has_avx512": (cpu, [], ctypes.c_int),
+        "ggml_cpu_has_avx2": (cpu, [], ctypes.c_int),
         "ggml_backend_alloc_ctx_tensors_from_buft": (base, [p, p], p),
         "ggml_backend_buffer_free": (base, [p], None),
         "ggml_backend_buffer_name": (base, [p], ctypes.c_char_p),
@@ -129,6 +132,16 @@ class GgmlOps:
     def __init__(self, mem_bytes: int = 1 << 28) -> None:
         self.base, self.cpu = _libraries()
         self.mem_bytes = mem_bytes
+
+    @property
+    def build(self) -> str:
+        """The x86 build class of this libggml-cpu (the `ggml_build` manifest values): the
+        contracts of llama.cpp's arithmetic that name a build are checked only against it."""
+        if self.cpu.ggml_cpu_has_avx512():
+            return "avx512"
+        if self.cpu.ggml_cpu_has_avx2():
+            return "avx2"
+        return "other"
 
     def __enter__(self) -> Self:
         return self

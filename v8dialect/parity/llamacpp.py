@@ -16,13 +16,14 @@ trusting its tensors (see `v8dialect.parity.locate`).
 from __future__ import annotations
 
 import ctypes
-import platform
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from v8dialect.host import cpu_model
 
 GGML_MAX_DIMS = 4
 GGML_TYPE_F32 = 0
@@ -74,16 +75,6 @@ class OracleInfo:
     def as_dict(self) -> dict[str, str]:
         return {"llama_cpp_python": self.llama_cpp_python, "llama_cpp": self.llama_cpp,
                 "ggml_system_info": self.system_info, "cpu": self.cpu}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def oracle_info() -> OracleInfo:

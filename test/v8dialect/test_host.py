@@ -1,0 +1,30 @@
+"""v8dialect.host: the ggml build class of a CPU and of a libggml's system-info line."""
+
+from __future__ import annotations
+
+import pytest
+
+from v8dialect.host import HostError, ggml_build_of_system_info, native_ggml_build
+
+ZEN3 = frozenset("fpu sse2 avx fma f16c bmi1 avx2 bmi2".split())
+SAPPHIRE = ZEN3 | {"avx512f", "avx512bw", "avx512_fp16"}
+
+
+def test_native_build_follows_avx512f() -> None:
+    assert native_ggml_build(SAPPHIRE) == "avx512"
+    assert native_ggml_build(ZEN3) == "avx2"
+
+
+@pytest.mark.parametrize("missing", ["avx2", "fma", "f16c"])
+def test_a_cpu_without_the_avx2_build_features_is_refused(missing: str) -> None:
+    with pytest.raises(HostError, match="set ggml_build to one of avx512, avx2"):
+        native_ggml_build(ZEN3 - {missing})
+
+
+def test_system_info_lines() -> None:
+    avx2 = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | LLAMAFILE = 1 | REPACK = 1 |"
+    avx512 = "CPU : AVX2 = 1 | AVX512 = 1 | AVX512_VBMI = 1 | AVX512_BF16 = 1 | OPENMP = 1 |"
+    assert ggml_build_of_system_info(avx2) == "avx2"
+    assert ggml_build_of_system_info(avx512) == "avx512"
+    with pytest.raises(HostError, match="neither AVX512 nor AVX2"):
+        ggml_build_of_system_info("CPU : NEON = 1 | ARM_FMA = 1 |")
