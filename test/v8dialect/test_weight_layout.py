@@ -42,6 +42,15 @@ def test_parity_repack_switch_sets_weight_layout() -> None:
     assert mine.build_overrides() == ("weight_layout=plain",)
 
 
+def test_parity_follows_the_build_of_the_llamacpp_it_runs() -> None:
+    avx2 = ParityCase(model=Path("m.gguf"), circuit="qwen3", prompt=(1,), decode=(),
+                      reference_build="avx2")
+    assert avx2.build_overrides() == ("weight_layout=ggml_repacked", "ggml_build=avx2")
+    forced = ParityCase(model=Path("m.gguf"), circuit="qwen3", prompt=(1,), decode=(),
+                        overrides=("ggml_build=avx512",), reference_build="avx2")
+    assert forced.build_overrides() == ("ggml_build=avx512", "weight_layout=ggml_repacked")
+
+
 @pytest.mark.parametrize("layout", ["ggml_repacked", "plain"])
 def test_circuit_selects_by_weight_layout(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                           layout: str) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from v8dialect.diagnostics import V8Error
+from v8dialect.host import HostError, ggml_build_of_system_info
 from v8dialect.model_session import SessionError
 from v8dialect.parity.llamacpp import LlamaCppModel, OracleMissing, oracle_info
 from v8dialect.parity.run import ParityCase, ParityResult, describe_rows, run_parity, seeded_tokens
@@ -88,8 +89,9 @@ def cases(args: argparse.Namespace, vocab: int) -> list[ParityCase]:
     if len(prompt) + len(decode) > args.kv_capacity:
         raise UsageError(f"{len(prompt)} prompt + {len(decode)} decode tokens exceed "
                          f"--kv-capacity {args.kv_capacity}")
+    build = ggml_build_of_system_info(oracle_info().system_info)
     return [ParityCase(args.model, args.circuit, prompt, decode, t, r, args.kv_capacity,
-                       tuple(args.set), args.position_streams, args.ubatch)
+                       tuple(args.set), args.position_streams, args.ubatch, build)
             for r in repacks for t in threads]
 
 
@@ -170,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return 0 if run(args) else 1
-    except (UsageError, SessionError, OracleMissing, ValueError, V8Error, OSError, RuntimeError) as e:
+    except (UsageError, SessionError, OracleMissing, HostError, ValueError, V8Error, OSError,
+            RuntimeError) as e:
         message = str(e)
         if ": error: " not in message:
             message = f"{args.model}: error: {message}"

@@ -35,6 +35,7 @@ class ParityCase:
     overrides: tuple[str, ...] = ()
     position_streams: bool = False  # four distinct M-RoPE streams, llama.cpp fed embeddings
     ubatch: int = 512  # the prompt runs in micro-batches of at most this many tokens
+    reference_build: str | None = None  # llama.cpp's x86 build class (ggml_build), when known
 
     def calls(self) -> list[tuple[str, tuple[int, ...]]]:
         """The prompt in micro-batches (each one prefill call, as llama.cpp splits a batch into
@@ -43,12 +44,16 @@ class ParityCase:
         return [("prefill", c) for c in chunks] + [("decode", (t,)) for t in self.decode]
 
     def build_overrides(self) -> tuple[str, ...]:
-        """The v8 build's manifest settings: the case's own, plus weight_layout from the
-        repack switch (ggml_repacked when llama.cpp repacks, plain when it does not) unless
-        the case sets weight_layout itself."""
-        if any(o.partition("=")[0].strip() == "weight_layout" for o in self.overrides):
-            return self.overrides
-        return (*self.overrides, f"weight_layout={'ggml_repacked' if self.repack else 'plain'}")
+        """The v8 build's manifest settings: the case's own, plus what the reference engine
+        implies unless the case sets it itself — weight_layout from the repack switch
+        (ggml_repacked when llama.cpp repacks, plain when it does not) and ggml_build from
+        the build of the llama.cpp that runs."""
+        given = {o.partition("=")[0].strip() for o in self.overrides}
+        implied = {"weight_layout": "ggml_repacked" if self.repack else "plain"}
+        if self.reference_build is not None:
+            implied["ggml_build"] = self.reference_build
+        return (*self.overrides,
+                *(f"{key}={value}" for key, value in implied.items() if key not in given))
 
     def llama_config(self) -> LlamaConfig:
         return LlamaConfig(threads=self.threads, repack=self.repack, n_ctx=self.kv_capacity,
