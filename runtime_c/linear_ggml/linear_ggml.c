@@ -1,5 +1,7 @@
-/* fp32 linear / logits with llama.cpp's CPU mul_mat arithmetic (AVX-512
- * build): the contract is spelled out in linear_ggml/v8_linear_ggml.h.
+/* fp32 linear / logits with llama.cpp's CPU mul_mat arithmetic, AVX-512
+ * build (16 lanes) or AVX2 build (8 lanes): the contracts are spelled out in
+ * linear_ggml/v8_linear_ggml.h.  The selector fixes the lane count L; the
+ * scalar oracle below is written once for both.
  *
  * Unlike runtime_c/ops, this provider multiplies and adds in one rounding
  * wherever the contract says fma: the scalar oracle calls fmaf, the SIMD
@@ -7,9 +9,11 @@
  * first part of the block route's tail) stay separate: contraction is off
  * for this file (ops_internal.h).
  *
- * Both SIMD variants carry the same sixteen lanes per output: AVX-512 as one
- * zmm register, AVX2 as a pair of ymm registers (lanes 0-7, 8-15), whose sum
- * is the halving tree's first level.  Either gives the oracle's bits. */
+ * For L = 16 both SIMD variants carry the same sixteen lanes per output:
+ * AVX-512 as one zmm register, AVX2 as a pair of ymm registers (lanes 0-7,
+ * 8-15), whose sum is the halving tree's first level.  For L = 8 an output's
+ * lanes are one ymm register; an AVX-512 host runs the AVX2 variant for it.
+ * Every variant gives the oracle's bits. */
 /* Outside every target region, so each intrinsic keeps its own ISA. */
 #include <immintrin.h>
 #include <math.h>
@@ -17,8 +21,7 @@
 #include "ops/ops_internal.h"
 #include "linear_ggml/v8_linear_ggml.h"
 
-#define LG_LANES 16
-#define LG_BLOCK 64 /* the block route's four accumulators of sixteen lanes */
+#define LG_LANES 16 /* the widest contract's lanes: the scalar arrays' size */
 #define LG_ROW_UNIT 16 /* threadpool tasks own whole multiples of this many rows */
 
 typedef struct lg_args {
@@ -27,14 +30,27 @@ typedef struct lg_args {
     const float *x;
     const float *bias;
     int64_t m, n, k;
+    int lanes; /* L: 16 (AVX-512 build) or 8 (AVX2 build) */
     int lane_route;
 } lg_args;
 
+static int contract_lanes(int contract) {
+    switch (contract) {
+    case V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT:
+    case V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT:
+        return 16;
+    case V8_LINEAR_FP32_GGML_8_LANE_MUL_MAT:
+    case V8_LOGITS_FP32_GGML_8_LANE_MUL_MAT:
+        return 8;
+    default:
+        return 0;
+    }
+}
+
 static v8_status prepare(int contract, lg_args *a, float *y, const float *w, const float *x,
                          const float *bias, int64_t m, int64_t n, int64_t k) {
-    V8_REQUIRE(contract == V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT ||
-                   contract == V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT,
-               V8_ERR_UNKNOWN_SELECTOR);
+    const int lanes = contract_lanes(contract);
+    V8_REQUIRE(lanes != 0, V8_ERR_UNKNOWN_SELECTOR);
     V8_REQUIRE(y != NULL && w != NULL && x != NULL, V8_ERR_NULL_ARGUMENT); /* bias optional */
     V8_REQUIRE(v8_ops_product_ok(n, k), V8_ERR_BAD_DIMENSION);
     V8_REQUIRE(v8_ops_product_ok(m, k), V8_ERR_BAD_DIMENSION);
@@ -47,7 +63,8 @@ static v8_status prepare(int contract, lg_args *a, float *y, const float *w, con
     a->m = m;
     a->n = n;
     a->k = k;
-    a->lane_route = m >= 2 && k % LG_LANES == 0 && n % 4 == 0;
+    a->lanes = lanes;
+    a->lane_route = m >= 2 && k % lanes == 0 && n % 4 == 0;
     return V8_OK;
 }
 
@@ -55,16 +72,18 @@ static inline void put(const lg_args *a, int64_t mi, int64_t ni, float dot) {
     a->y[mi * a->n + ni] = a->bias != NULL ? dot + a->bias[ni] : dot;
 }
 
-/* Elements of the block route's tail summed as product-then-add; the rest
- * are fused. */
-static inline int64_t tail_plain(int64_t r) {
-    return r - r % 16 + (r % 16 >= 8 ? 8 : 0);
+/* Elements of the block route's tail summed as product-then-add (whole
+ * groups of L/2); the rest are fused. */
+static inline int64_t tail_plain(int64_t r, int lanes) {
+    return r - r % (lanes / 2);
 }
 
 /* ---- scalar: the oracle, and the production fallback ---------------------- */
 
-static float halving16(float v[LG_LANES]) {
-    for (int h = LG_LANES / 2; h >= 1; h /= 2) {
+/* v[i] += v[i+h] for h = L/2, ..., 1: the lane route's fold (both builds) and
+ * the 16-lane block route's. */
+static float fold_halving(float v[LG_LANES], int lanes) {
+    for (int h = lanes / 2; h >= 1; h /= 2) {
         for (int i = 0; i < h; ++i) {
             v[i] = v[i] + v[i + h];
         }
@@ -72,18 +91,34 @@ static float halving16(float v[LG_LANES]) {
     return v[0];
 }
 
-static float dot_lanes_scalar(const float *w, const float *x, int64_t k) {
+/* The block route's fold: the halving tree at L = 16; at L = 8 the first
+ * level is the same, then adjacent pairs (t0 + t1) + (t2 + t3). */
+static float fold_block(float v[LG_LANES], int lanes) {
+    if (lanes == 16) {
+        return fold_halving(v, lanes);
+    }
+    float t[4];
+    for (int i = 0; i < 4; ++i) {
+        t[i] = v[i] + v[i + 4];
+    }
+    const float lo = t[0] + t[1];
+    const float hi = t[2] + t[3];
+    return lo + hi;
+}
+
+static float dot_lanes_scalar(const float *w, const float *x, int64_t k, int lanes) {
     float acc[LG_LANES] = {0};
-    for (int64_t l = 0; l < k; l += LG_LANES) {
-        for (int p = 0; p < LG_LANES; ++p) {
+    for (int64_t l = 0; l < k; l += lanes) {
+        for (int p = 0; p < lanes; ++p) {
             acc[p] = fmaf(w[l + p], x[l + p], acc[p]);
         }
     }
-    return halving16(acc);
+    return fold_halving(acc, lanes);
 }
 
-static float tail_scalar(float s, const float *w, const float *x, int64_t k0, int64_t k) {
-    const int64_t plain = k0 + tail_plain(k - k0);
+static float tail_scalar(float s, const float *w, const float *x, int64_t k0, int64_t k,
+                         int lanes) {
+    const int64_t plain = k0 + tail_plain(k - k0, lanes);
     for (int64_t i = k0; i < k; ++i) {
         if (i < plain) {
             const float p = w[i] * x[i];
@@ -95,23 +130,24 @@ static float tail_scalar(float s, const float *w, const float *x, int64_t k0, in
     return s;
 }
 
-static float dot_blocks_scalar(const float *w, const float *x, int64_t k) {
+static float dot_blocks_scalar(const float *w, const float *x, int64_t k, int lanes) {
     float acc[4][LG_LANES] = {{0}};
-    const int64_t k0 = k - k % LG_BLOCK;
-    for (int64_t i = 0; i < k0; i += LG_BLOCK) {
+    const int64_t block = 4 * (int64_t)lanes;
+    const int64_t k0 = k - k % block;
+    for (int64_t i = 0; i < k0; i += block) {
         for (int j = 0; j < 4; ++j) {
-            for (int p = 0; p < LG_LANES; ++p) {
-                const int64_t e = i + j * LG_LANES + p;
+            for (int p = 0; p < lanes; ++p) {
+                const int64_t e = i + j * lanes + p;
                 acc[j][p] = fmaf(w[e], x[e], acc[j][p]);
             }
         }
     }
-    for (int p = 0; p < LG_LANES; ++p) {
+    for (int p = 0; p < lanes; ++p) {
         acc[0][p] = acc[0][p] + acc[2][p];
         acc[1][p] = acc[1][p] + acc[3][p];
         acc[0][p] = acc[0][p] + acc[1][p];
     }
-    return tail_scalar(halving16(acc[0]), w, x, k0, k);
+    return tail_scalar(fold_block(acc[0], lanes), w, x, k0, k, lanes);
 }
 
 static void rows_scalar(const lg_args *a, int64_t n0, int64_t n1) {
@@ -119,8 +155,8 @@ static void rows_scalar(const lg_args *a, int64_t n0, int64_t n1) {
         const float *x = a->x + mi * a->k;
         for (int64_t ni = n0; ni < n1; ++ni) {
             const float *w = a->w + ni * a->k;
-            put(a, mi, ni, a->lane_route ? dot_lanes_scalar(w, x, a->k)
-                                         : dot_blocks_scalar(w, x, a->k));
+            put(a, mi, ni, a->lane_route ? dot_lanes_scalar(w, x, a->k, a->lanes)
+                                         : dot_blocks_scalar(w, x, a->k, a->lanes));
         }
     }
 }
@@ -146,7 +182,7 @@ static inline float tree16_avx512(__m512 v) {
 
 static inline float tail_fused_avx(float s, const float *w, const float *x, int64_t k0,
                                    int64_t k) {
-    const int64_t plain = k0 + tail_plain(k - k0);
+    const int64_t plain = k0 + tail_plain(k - k0, 16);
     for (int64_t i = k0; i < k; ++i) {
         if (i < plain) {
             const float p = w[i] * x[i];
@@ -160,8 +196,8 @@ static inline float tail_fused_avx(float s, const float *w, const float *x, int6
 
 static float dot_blocks_avx512(const float *w, const float *x, int64_t k) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    const int64_t k0 = k - k % LG_BLOCK;
-    for (int64_t i = 0; i < k0; i += LG_BLOCK) {
+    const int64_t k0 = k - k % 64;
+    for (int64_t i = 0; i < k0; i += 64) {
         a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
         a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
         a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
@@ -188,7 +224,7 @@ static inline __attribute__((always_inline)) void tile_avx512(const lg_args *a, 
     }
     const float *w = a->w + n0 * k;
     const float *x = a->x + m0 * k;
-    for (int64_t l = 0; l < k; l += LG_LANES) {
+    for (int64_t l = 0; l < k; l += 16) {
         __m512 wv[4];
         for (int i = 0; i < 4; ++i) {
             wv[i] = _mm512_loadu_ps(w + i * k + l);
@@ -207,6 +243,7 @@ static inline __attribute__((always_inline)) void tile_avx512(const lg_args *a, 
     }
 }
 
+/* The 16-lane contracts only (rows_best). */
 static void rows_avx512(const lg_args *a, int64_t n0, int64_t n1) {
     if (a->lane_route) { /* n0, n1 are multiples of four here */
         /* token blocks stay cache-resident while the rows stream past them */
@@ -238,7 +275,7 @@ static void rows_avx512(const lg_args *a, int64_t n0, int64_t n1) {
 }
 #pragma GCC pop_options
 
-/* ---- AVX2: sixteen lanes in two registers ----------------------------------- */
+/* ---- AVX2: sixteen lanes in two registers, or eight in one ------------------ */
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
@@ -268,8 +305,8 @@ static inline float tree16_avx2(lanes16 v) {
 }
 
 static inline float tail_fused_avx2(float s, const float *w, const float *x, int64_t k0,
-                                    int64_t k) {
-    const int64_t plain = k0 + tail_plain(k - k0);
+                                    int64_t k, int lanes) {
+    const int64_t plain = k0 + tail_plain(k - k0, lanes);
     for (int64_t i = k0; i < k; ++i) {
         if (i < plain) {
             const float p = w[i] * x[i];
@@ -284,8 +321,8 @@ static inline float tail_fused_avx2(float s, const float *w, const float *x, int
 static float dot_blocks_avx2(const float *w, const float *x, int64_t k) {
     const __m256 z = _mm256_setzero_ps();
     lanes16 a0 = {z, z}, a1 = a0, a2 = a0, a3 = a0;
-    const int64_t k0 = k - k % LG_BLOCK;
-    for (int64_t i = 0; i < k0; i += LG_BLOCK) {
+    const int64_t k0 = k - k % 64;
+    for (int64_t i = 0; i < k0; i += 64) {
         a0 = fma16(w + i, x + i, a0);
         a1 = fma16(w + i + 16, x + i + 16, a1);
         a2 = fma16(w + i + 32, x + i + 32, a2);
@@ -294,7 +331,7 @@ static float dot_blocks_avx2(const float *w, const float *x, int64_t k) {
     a0 = add16(a0, a2);
     a1 = add16(a1, a3);
     a0 = add16(a0, a1);
-    return tail_fused_avx2(tree16_avx2(a0), w, x, k0, k);
+    return tail_fused_avx2(tree16_avx2(a0), w, x, k0, k, 16);
 }
 
 /* Two weight rows by RN (1 or 2) tokens: eight accumulator registers. */
@@ -305,7 +342,7 @@ static inline __attribute__((always_inline)) void tile_avx2(const lg_args *a, in
     lanes16 acc[2][2] = {{{z, z}, {z, z}}, {{z, z}, {z, z}}};
     const float *w = a->w + n0 * k;
     const float *x = a->x + m0 * k;
-    for (int64_t l = 0; l < k; l += LG_LANES) {
+    for (int64_t l = 0; l < k; l += 16) {
         for (int j = 0; j < rn; ++j) {
             for (int i = 0; i < 2; ++i) {
                 acc[i][j] = fma16(w + i * k + l, x + j * k + l, acc[i][j]);
@@ -319,7 +356,104 @@ static inline __attribute__((always_inline)) void tile_avx2(const lg_args *a, in
     }
 }
 
+/* Eight lanes, the lane route's halving tree: (v[i] + v[i+4]), then
+ * (t[i] + t[i+2]), then the two. */
+static inline float tree8_halving_avx2(__m256 v) {
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+/* Eight lanes, the 8-lane block route's tree: t[i] = v[i] + v[i+4], then
+ * adjacent pairs (t0 + t1), (t2 + t3), then the two. */
+static inline float tree8_pairs_avx2(__m256 v) {
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    t = _mm_hadd_ps(t, t);
+    t = _mm_hadd_ps(t, t);
+    return _mm_cvtss_f32(t);
+}
+
+static float dot_blocks8_avx2(const float *w, const float *x, int64_t k) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const int64_t k0 = k - k % 32;
+    for (int64_t i = 0; i < k0; i += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
+    }
+    a0 = _mm256_add_ps(a0, a2);
+    a1 = _mm256_add_ps(a1, a3);
+    a0 = _mm256_add_ps(a0, a1);
+    return tail_fused_avx2(tree8_pairs_avx2(a0), w, x, k0, k, 8);
+}
+
+/* Four weight rows by RN <= 3 tokens, one ymm register per output: twelve
+ * accumulators, three token vectors and one weight vector fill the sixteen
+ * ymm registers; RN is a constant at every call site. */
+#define LG_TILE8_TOKENS 3
+static inline __attribute__((always_inline)) void tile8_avx2(const lg_args *a, int64_t n0,
+                                                             int64_t m0, const int rn) {
+    const int64_t k = a->k;
+    __m256 acc[4][LG_TILE8_TOKENS];
+    for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < LG_TILE8_TOKENS; ++j) {
+            acc[i][j] = _mm256_setzero_ps();
+        }
+    }
+    const float *w = a->w + n0 * k;
+    const float *x = a->x + m0 * k;
+    for (int64_t l = 0; l < k; l += 8) {
+        __m256 xv[LG_TILE8_TOKENS];
+        for (int j = 0; j < rn; ++j) {
+            xv[j] = _mm256_loadu_ps(x + j * k + l);
+        }
+        for (int i = 0; i < 4; ++i) {
+            const __m256 wv = _mm256_loadu_ps(w + i * k + l);
+            for (int j = 0; j < rn; ++j) {
+                acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
+            }
+        }
+    }
+    for (int j = 0; j < rn; ++j) {
+        for (int i = 0; i < 4; ++i) {
+            put(a, m0 + j, n0 + i, tree8_halving_avx2(acc[i][j]));
+        }
+    }
+}
+
+static void rows8_avx2(const lg_args *a, int64_t n0, int64_t n1) {
+    if (a->lane_route) { /* n0, n1 are multiples of four here */
+        for (int64_t mb = 0; mb < a->m; mb += LG_TOKEN_BLOCK) {
+            const int64_t me = mb + LG_TOKEN_BLOCK < a->m ? mb + LG_TOKEN_BLOCK : a->m;
+            for (int64_t nb = n0; nb < n1; nb += 4) {
+                int64_t m0 = mb;
+                for (; m0 + LG_TILE8_TOKENS <= me; m0 += LG_TILE8_TOKENS) {
+                    tile8_avx2(a, nb, m0, LG_TILE8_TOKENS);
+                }
+                if (me - m0 == 2) {
+                    tile8_avx2(a, nb, m0, 2);
+                } else if (me - m0 == 1) {
+                    tile8_avx2(a, nb, m0, 1);
+                }
+            }
+        }
+        return;
+    }
+    for (int64_t mi = 0; mi < a->m; ++mi) {
+        const float *x = a->x + mi * a->k;
+        for (int64_t ni = n0; ni < n1; ++ni) {
+            put(a, mi, ni, dot_blocks8_avx2(a->w + ni * a->k, x, a->k));
+        }
+    }
+}
+
 static void rows_avx2(const lg_args *a, int64_t n0, int64_t n1) {
+    if (a->lanes == 8) {
+        rows8_avx2(a, n0, n1);
+        return;
+    }
     if (a->lane_route) { /* n0, n1 are multiples of four here */
         for (int64_t mb = 0; mb < a->m; mb += LG_TOKEN_BLOCK) {
             const int64_t me = mb + LG_TOKEN_BLOCK < a->m ? mb + LG_TOKEN_BLOCK : a->m;
@@ -346,7 +480,7 @@ static void rows_avx2(const lg_args *a, int64_t n0, int64_t n1) {
 
 static void rows_best(const lg_args *a, int64_t n0, int64_t n1) {
     const unsigned f = v8_cpu_features();
-    if ((f & V8_CPU_AVX512F) && (f & V8_CPU_FMA)) {
+    if ((f & V8_CPU_AVX512F) && (f & V8_CPU_FMA) && a->lanes == 16) {
         rows_avx512(a, n0, n1);
     } else if ((f & V8_CPU_AVX2) && (f & V8_CPU_FMA)) {
         rows_avx2(a, n0, n1);

@@ -1,22 +1,29 @@
 /* fp32 linear and logits with the arithmetic of llama.cpp's CPU matrix
- * multiply on an x86 build with AVX-512 (weights f32, activations f32):
- * provider linear_ggml_fp32, contracts linear_fp32_ggml_16_lane_mul_mat and
- * logits_fp32_ggml_16_lane_mul_mat (identical arithmetic).
+ * multiply (weights f32, activations f32) on either x86 build of ggml:
+ * provider linear_ggml_fp32, one algorithm parameterized by the build's
+ * vector width L (fp32 lanes per register):
+ *
+ *   L = 16, AVX-512 build: linear_fp32_ggml_16_lane_mul_mat and
+ *           logits_fp32_ggml_16_lane_mul_mat (identical arithmetic);
+ *   L = 8,  AVX2 build:    linear_fp32_ggml_8_lane_mul_mat and
+ *           logits_fp32_ggml_8_lane_mul_mat (identical arithmetic).
  *
  * y[m][n] = x[m][k] . w[n][k] (+ bias[n]); weight rows are output features.
  * Every output is one of two dot products, chosen per call:
  *
- *   lane route  when m >= 2, k % 16 == 0 and n % 4 == 0:
- *     acc[p] = 0 (p < 16);  for l = 0, 16, ..., k-16:
+ *   lane route  when m >= 2, k % L == 0 and n % 4 == 0 (llamafile tinyBLAS<L>):
+ *     acc[p] = 0 (p < L);  for l = 0, L, ..., k-L:
  *         acc[p] = fma(w[n][l+p], x[m][l+p], acc[p])            (one rounding)
- *     dot = halving tree of acc: v[i] += v[i+8] (i<8), v[i] += v[i+4] (i<4),
- *           v[i] += v[i+2] (i<2), v[0] + v[1]
+ *     dot = halving tree of acc: v[i] += v[i+h] (i < h) for h = L/2, ..., 2,
+ *           then v[0] + v[1]
  *
- *   block route otherwise (always at m == 1):
- *     four 16-lane accumulators a_j, k0 = k - k % 64; for i = 0, 64, ..., k0-64:
- *         a_j[p] = fma(w[n][i+16j+p], x[m][i+16j+p], a_j[p])
- *     a0 += a2; a1 += a3; a0 += a1 (lane-wise); s = halving tree of a0
- *     tail t = 0 .. r-1 (r = k - k0), ascending, with plain = 16*(r/16) + (r%16 >= 8 ? 8 : 0):
+ *   block route otherwise (always at m == 1; ggml_vec_dot_f32):
+ *     four L-lane accumulators a_j, B = 4L, k0 = k - k % B; for i = 0, B, ..., k0-B:
+ *         a_j[p] = fma(w[n][i+Lj+p], x[m][i+Lj+p], a_j[p])
+ *     a0 += a2; a1 += a3; a0 += a1 (lane-wise); then s =
+ *         L = 16: the halving tree of a0 (as above)
+ *         L = 8:  t[i] = a0[i] + a0[i+4] (i < 4), s = (t[0] + t[1]) + (t[2] + t[3])
+ *     tail t = 0 .. r-1 (r = k - k0), ascending, with plain = r - r % (L/2):
  *         t <  plain: s = s + w*x   (product rounded, then sum rounded)
  *         t >= plain: s = fma(w, x, s)
  *
@@ -37,7 +44,9 @@ extern "C" {
 
 enum {
     V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT = 0x511,
-    V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT = 0x512
+    V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT = 0x512,
+    V8_LINEAR_FP32_GGML_8_LANE_MUL_MAT = 0x513,
+    V8_LOGITS_FP32_GGML_8_LANE_MUL_MAT = 0x514
 };
 
 v8_status v8_linear_f32_ggml_ref(int contract, float *y, const float *w, const float *x,

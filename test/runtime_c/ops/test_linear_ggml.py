@@ -1,14 +1,19 @@
 """Provider linear_ggml_fp32: fp32 linear / logits with llama.cpp's CPU mul_mat arithmetic.
 
-Contracts linear_fp32_ggml_16_lane_mul_mat and logits_fp32_ggml_16_lane_mul_mat (the same
-arithmetic; header runtime_c/linear_ggml/v8_linear_ggml.h spells it out):
+Two contract pairs, one per x86 build of ggml (header runtime_c/linear_ggml/v8_linear_ggml.h
+spells them out; each pair has one arithmetic):
+  linear/logits_fp32_ggml_16_lane_mul_mat  the AVX-512 build (16 fp32 lanes), the tests
+                                           without a suffix;
+  linear/logits_fp32_ggml_8_lane_mul_mat   the AVX2 build (8 lanes), the tests `*_8_lane`.
+For each pair:
 
 - the scalar oracle against an independent numpy model of the order (both routes, tails),
 - production against the oracle for every ISA variant (AVX-512, AVX2, scalar via the CPU mask),
   also from a build with -march=native -ffp-contract=fast,
 - threadpool dispatch against the oracle at 1, 2, 3, 4, 8 workers,
 - ggml's own mul_mat (llama.cpp's libggml-cpu through GgmlOps) against the oracle, bit for bit,
-  at threads 1 and 2 over the decode and prefill batch sizes and model-like shapes,
+  at threads 1 and 2 over the decode and prefill batch sizes and model-like shapes; skipped
+  when that libggml is the other build (GgmlOps().build),
 - argument checks that leave the output untouched.
 """
 
@@ -17,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -28,9 +34,34 @@ from v8dialect.evidence import Outcome, Rung
 from v8dialect.paths import runtime_c_dir
 
 PROVIDER = "linear_ggml_fp32"
-CONTRACTS = ("linear_fp32_ggml_16_lane_mul_mat", "logits_fp32_ggml_16_lane_mul_mat")
-SELECTORS = ("V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT", "V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT")
-BOTH = "+".join(CONTRACTS)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One contract pair: the arithmetic of one x86 build of ggml."""
+
+    lanes: int
+    build: str  # the GgmlOps().build whose libggml computes these bits
+    contracts: tuple[str, str]
+    selectors: tuple[str, str]
+
+    @property
+    def both(self) -> str:
+        return "+".join(self.contracts)
+
+    def lane_route(self, m: int, n: int, k: int) -> bool:
+        return m >= 2 and k % self.lanes == 0 and n % 4 == 0
+
+
+LANES16 = Family(16, "avx512",
+                 ("linear_fp32_ggml_16_lane_mul_mat", "logits_fp32_ggml_16_lane_mul_mat"),
+                 ("V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT", "V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT"))
+LANES8 = Family(8, "avx2",
+                ("linear_fp32_ggml_8_lane_mul_mat", "logits_fp32_ggml_8_lane_mul_mat"),
+                ("V8_LINEAR_FP32_GGML_8_LANE_MUL_MAT", "V8_LOGITS_FP32_GGML_8_LANE_MUL_MAT"))
+FAMILIES = (LANES16, LANES8)
+CONTRACTS = LANES16.contracts + LANES8.contracts
+SELECTORS = LANES16.selectors + LANES8.selectors
 WORKERS = (1, 2, 3, 4, 8)
 F32 = np.float32
 
@@ -45,6 +76,11 @@ ORACLE_CASES = [
     (4, 38, 128), (3, 36, 100), (1, 20, 64),                      # block route, n % 4, k % 16
     (2, 12, 57), (1, 12, 77), (3, 8, 95), (2, 8, 200), (1, 8, 7), (2, 9, 1), (1, 4, 136),
     (6, 20, 16),
+]
+# the 8-lane build: lane route at k % 16 == 8, block-route tails r % 32 with every r % 4
+ORACLE_CASES_8 = ORACLE_CASES + [
+    (2, 36, 24), (3, 36, 40), (2, 36, 36), (1, 12, 35), (2, 12, 31), (1, 8, 3), (1, 8, 4),
+    (2, 9, 12), (3, 10, 29), (1, 8, 62),
 ]
 
 HEADER = "linear_ggml/v8_linear_ggml.h"
@@ -151,26 +187,36 @@ def halving_tree(v: np.ndarray) -> np.ndarray:
     return v[..., 0]
 
 
-def model(w: np.ndarray, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+def hadd_tree8(v: np.ndarray) -> np.ndarray:
+    """The AVX2 build's block-route fold of 8 lanes: halves added, then adjacent pairs."""
+    t = (v[..., :4] + v[..., 4:]).astype(F32)
+    return ((t[..., 0] + t[..., 1]).astype(F32) + (t[..., 2] + t[..., 3]).astype(F32)).astype(F32)
+
+
+def model(w: np.ndarray, x: np.ndarray, bias: np.ndarray | None, lanes: int = 16) -> np.ndarray:
     n, k = w.shape
     m = x.shape[0]
+    L = lanes  # noqa: N806
     W, X = w[None, :, :], x[:, None, :]
-    if m >= 2 and k % 16 == 0 and n % 4 == 0:
-        acc = np.zeros((m, n, 16), F32)
-        for l0 in range(0, k, 16):
-            acc = fma32(W[..., l0:l0 + 16], X[..., l0:l0 + 16], acc)
+    if m >= 2 and k % L == 0 and n % 4 == 0:
+        acc = np.zeros((m, n, L), F32)
+        for l0 in range(0, k, L):
+            acc = fma32(W[..., l0:l0 + L], X[..., l0:l0 + L], acc)
         dot = halving_tree(acc)
     else:
-        k0 = k - k % 64
-        acc4 = np.zeros((4, m, n, 16), F32)
-        for i in range(0, k0, 64):
+        k0 = k - k % (4 * L)
+        acc4 = np.zeros((4, m, n, L), F32)
+        for i in range(0, k0, 4 * L):
             for j in range(4):
-                sl = slice(i + 16 * j, i + 16 * j + 16)
+                sl = slice(i + L * j, i + L * j + L)
                 acc4[j] = fma32(W[..., sl], X[..., sl], acc4[j])
         a0 = ((acc4[0] + acc4[2]).astype(F32) + (acc4[1] + acc4[3]).astype(F32)).astype(F32)
-        dot = halving_tree(a0)
+        dot = halving_tree(a0) if L == 16 else hadd_tree8(a0)
         r = k - k0
-        plain = r - r % 16 + (8 if r % 16 >= 8 else 0)
+        # GCC's vectorized tail: products of whole L-wide vectors, then of one L/2-wide vector,
+        # rounded and added in order; the rest fused
+        half = L // 2
+        plain = r - r % L + (half if r % L >= half else 0)
         for t in range(r):
             i = k0 + t
             if t < plain:
@@ -195,20 +241,46 @@ def test_numpy_fma_model_is_correctly_rounded() -> None:
 
 # ---- oracle vs model ------------------------------------------------------------------------
 
-def test_oracle_matches_numpy_model(lg: ModuleType, evidence: Callable[..., Any]) -> None:
+def check_oracle(lg: ModuleType, evidence: Callable[..., Any], fam: Family,
+                 cases: list[tuple[int, int, int]]) -> None:
     rng = np.random.default_rng(11)
     figures = []
-    for ci, (m, n, k) in enumerate(ORACLE_CASES):
+    for ci, (m, n, k) in enumerate(cases):
         w, x, b = data(rng, m, n, k, bias=ci % 3 == 0)
-        want = model(w, x, b)
-        for sel in SELECTORS:
+        want = model(w, x, b, fam.lanes)
+        for sel in fam.selectors:
             got = call(lg, "v8_linear_f32_ggml_ref", sel, w, x, b)
             figures.append({"m": m, "n": n, "k": k, "bias": b is not None, "selector": sel,
                             "differing": same_bits(got, want)})
     ok = all(f["differing"] == 0 for f in figures)
-    evidence(Rung.ORACLE, ok, contract=BOTH, provider=PROVIDER, oracle="v8_linear_f32_ggml_ref",
+    evidence(Rung.ORACLE, ok, contract=fam.both, provider=PROVIDER,
+             oracle="v8_linear_f32_ggml_ref", lanes=fam.lanes,
              model="test/runtime_c/ops/test_linear_ggml.py::model", cases=figures)
     assert ok, [f for f in figures if f["differing"]]
+
+
+def test_oracle_matches_numpy_model(lg: ModuleType, evidence: Callable[..., Any]) -> None:
+    check_oracle(lg, evidence, LANES16, ORACLE_CASES)
+
+
+def test_oracle_matches_numpy_model_8_lane(lg: ModuleType, evidence: Callable[..., Any]) -> None:
+    check_oracle(lg, evidence, LANES8, ORACLE_CASES_8)
+
+
+def test_the_builds_differ_on_both_routes(lg: ModuleType) -> None:
+    """The selector is not decoration: the 16- and 8-lane oracles disagree somewhere on the lane
+    route, the block route's fold and its tail (and each such case is checked against the
+    model and llama.cpp above), so a provider ignoring the selector fails."""
+    rng = np.random.default_rng(16)
+    cases = {"lane_route": (2, 36, 256), "block_fold": (1, 36, 256), "block_tail": (1, 36, 12),
+             "lane_8_only": (2, 36, 24)}
+    differing = {}
+    for name, (m, n, k) in cases.items():
+        w, x, _ = data(rng, m, n, k)
+        a = call(lg, "v8_linear_f32_ggml_ref", LANES16.selectors[0], w, x, None)
+        b = call(lg, "v8_linear_f32_ggml_ref", LANES8.selectors[0], w, x, None)
+        differing[name] = same_bits(a, b)
+    assert all(v > 0 for v in differing.values()), differing
 
 
 # ---- production and threadpool vs oracle ------------------------------------------------------
@@ -217,14 +289,24 @@ PRODUCTION_CASES = ORACLE_CASES + [(1, 896, 896), (7, 512, 256), (17, 300, 1024)
                                    (3, 1000, 64), (2, 998, 320), (1, 4099, 131)]
 
 
-def test_production_matches_oracle(lg: ModuleType, evidence: Callable[..., Any]) -> None:
-    native = make_build("v8_linear_ggml_native",
-                        BASE_CFLAGS + ("-std=gnu11", "-march=native", "-ffp-contract=fast", "-O3"))
+PRODUCTION_CASES_8 = ORACLE_CASES_8 + [(1, 896, 896), (7, 512, 256), (17, 300, 1024),
+                                       (3, 1000, 64), (2, 998, 320), (1, 4099, 131),
+                                       (5, 1000, 72), (50, 64, 40)]
+
+
+@pytest.fixture(scope="module")
+def native() -> ModuleType:
+    return make_build("v8_linear_ggml_native",
+                      BASE_CFLAGS + ("-std=gnu11", "-march=native", "-ffp-contract=fast", "-O3"))
+
+
+def check_production(lg: ModuleType, native: ModuleType, evidence: Callable[..., Any],
+                     fam: Family, cases: list[tuple[int, int, int]]) -> None:
     rng = np.random.default_rng(12)
     figures: dict[str, int] = {}
-    for ci, (m, n, k) in enumerate(PRODUCTION_CASES):
+    for ci, (m, n, k) in enumerate(cases):
         w, x, b = data(rng, m, n, k, bias=ci % 2 == 0)
-        for sel in SELECTORS[: 1 + (ci == 0)]:
+        for sel in fam.selectors[: 1 + (ci == 0)]:
             want = call(lg, "v8_linear_f32_ggml_ref", sel, w, x, b)
             for build_name, mod in (("base", lg), ("native_fp_contract_fast", native)):
                 if build_name != "base":
@@ -237,31 +319,52 @@ def test_production_matches_oracle(lg: ModuleType, evidence: Callable[..., Any])
                     key = f"{build_name}/{isa}"
                     figures[key] = figures.get(key, 0) + same_bits(got, want)
     ok = all(v == 0 for v in figures.values())
-    evidence(Rung.PRODUCTION, ok, contract=BOTH, provider=PROVIDER,
+    evidence(Rung.PRODUCTION, ok, contract=fam.both, provider=PROVIDER,
              production="v8_linear_f32_ggml", best_isa=int(lg.lib.v8_cpu_best_isa()),
-             differing_outputs=figures, cases=len(PRODUCTION_CASES))
+             lanes=fam.lanes, differing_outputs=figures, cases=len(cases))
+    assert ok, figures
+
+
+def test_production_matches_oracle(lg: ModuleType, native: ModuleType,
+                                   evidence: Callable[..., Any]) -> None:
+    check_production(lg, native, evidence, LANES16, PRODUCTION_CASES)
+
+
+def test_production_matches_oracle_8_lane(lg: ModuleType, native: ModuleType,
+                                          evidence: Callable[..., Any]) -> None:
+    check_production(lg, native, evidence, LANES8, PRODUCTION_CASES_8)
+
+
+def check_threadpool(lg: ModuleType, pools: dict[int, Any], evidence: Callable[..., Any],
+                     fam: Family, cases: list[tuple[int, int, int]]) -> None:
+    rng = np.random.default_rng(13)
+    figures: dict[str, int] = {}
+    for ci, (m, n, k) in enumerate(cases):
+        w, x, b = data(rng, m, n, k, bias=ci % 2 == 1)
+        sel = fam.selectors[ci % 2]
+        want = call(lg, "v8_linear_f32_ggml_ref", sel, w, x, b)
+        for workers, pool in pools.items():
+            for isa in ("avx512", "avx2"):
+                with restricted(lg, VARIANTS[isa]):
+                    got = call(lg, "v8_linear_f32_ggml_parallel_dispatch", sel, w, x, b,
+                               pool=pool)
+                key = f"{workers}/{isa}"
+                figures[key] = figures.get(key, 0) + same_bits(got, want)
+    ok = all(v == 0 for v in figures.values())
+    evidence(Rung.THREADPOOL, ok, contract=fam.both, provider=PROVIDER,
+             threadpool="v8_linear_f32_ggml_parallel_dispatch", partition="independent_rows",
+             lanes=fam.lanes, differing_outputs=figures)
     assert ok, figures
 
 
 def test_threadpool_matches_oracle(lg: ModuleType, pools: dict[int, Any],
                                    evidence: Callable[..., Any]) -> None:
-    rng = np.random.default_rng(13)
-    figures: dict[str, int] = {}
-    for ci, (m, n, k) in enumerate(PRODUCTION_CASES):
-        w, x, b = data(rng, m, n, k, bias=ci % 2 == 1)
-        want = call(lg, "v8_linear_f32_ggml_ref", SELECTORS[ci % 2], w, x, b)
-        for workers, pool in pools.items():
-            for isa in ("avx512", "avx2"):
-                with restricted(lg, VARIANTS[isa]):
-                    got = call(lg, "v8_linear_f32_ggml_parallel_dispatch", SELECTORS[ci % 2],
-                               w, x, b, pool=pool)
-                key = f"{workers}/{isa}"
-                figures[key] = figures.get(key, 0) + same_bits(got, want)
-    ok = all(v == 0 for v in figures.values())
-    evidence(Rung.THREADPOOL, ok, contract=BOTH, provider=PROVIDER,
-             threadpool="v8_linear_f32_ggml_parallel_dispatch", partition="independent_rows",
-             differing_outputs=figures)
-    assert ok, figures
+    check_threadpool(lg, pools, evidence, LANES16, PRODUCTION_CASES)
+
+
+def test_threadpool_matches_oracle_8_lane(lg: ModuleType, pools: dict[int, Any],
+                                          evidence: Callable[..., Any]) -> None:
+    check_threadpool(lg, pools, evidence, LANES8, PRODUCTION_CASES_8)
 
 
 # ---- external: llama.cpp's ggml --------------------------------------------------------------
@@ -271,44 +374,66 @@ GGML_SHAPES = ((512, 256), (256, 256), (1024, 1024), (896, 896), (151936, 64))
 # shapes off the lane route or with block-route tails (not in a test model, but in the contract)
 GGML_EXTRA = ((2, 64, 100), (5, 64, 77), (1, 96, 95), (4, 62, 128), (3, 60, 128), (1, 40, 8),
               (2, 96, 57), (1, 96, 200))
+# the 8-lane build's own boundaries: lane route at k % 16 == 8, block-route tails of every r % 4
+# below and above 8 (r = k % 32)
+GGML_EXTRA_8 = ((2, 64, 40), (3, 36, 24), (7, 896, 72), (1, 40, 35), (2, 40, 31), (1, 12, 3),
+                (2, 12, 44), (1, 64, 62), (3, 62, 136), (1, 36, 4))
 ORACLE_MACS = 3e8  # above this many multiply-adds per case the validated threadpool run stands in
 
 
-def ggml_ops_or_unresolved(evidence: Callable[..., Any]) -> Any:
+def ggml_ops_or_unresolved(evidence: Callable[..., Any], fam: Family) -> Any:
     try:
         from v8dialect.parity.ggml_ops import GgmlOps
-        return GgmlOps(mem_bytes=1 << 29)
+        g = GgmlOps(mem_bytes=1 << 29)
+        build = g.build
     except Exception as exc:  # llama-cpp-python (the 'oracle' extra) missing or unloadable
-        evidence(Rung.EXTERNAL, Outcome.UNRESOLVED, contract=BOTH, provider=PROVIDER,
+        evidence(Rung.EXTERNAL, Outcome.UNRESOLVED, contract=fam.both, provider=PROVIDER,
                  backend="llama.cpp ggml (GgmlOps)", reason=str(exc))
         pytest.fail(f"llama.cpp's ggml is not loadable: {exc} (recorded as unresolved)")
+    if build != fam.build:
+        pytest.skip(f"llama.cpp's libggml here is its {build} build; {fam.both} reproduce the "
+                    f"{fam.build} build ({fam.lanes} fp32 lanes), so only that libggml can "
+                    f"confirm them")
+    return g
 
 
-def test_matches_llama_cpp_ggml(lg: ModuleType, pools: dict[int, Any],
-                                evidence: Callable[..., Any]) -> None:
-    g = ggml_ops_or_unresolved(evidence)
+def check_llama_cpp(lg: ModuleType, pools: dict[int, Any], evidence: Callable[..., Any],
+                    fam: Family, extra: tuple[tuple[int, int, int], ...]) -> None:
+    g = ggml_ops_or_unresolved(evidence, fam)
     rng = np.random.default_rng(14)
-    cases = [(m, n, k) for n, k in GGML_SHAPES for m in GGML_M] + list(GGML_EXTRA)
+    cases = [(m, n, k) for n, k in GGML_SHAPES for m in GGML_M] + list(extra)
     figures = []
     for m, n, k in cases:
         w, x, _ = data(rng, m, n, k)
         if m * n * k <= ORACLE_MACS:
-            ours, by = call(lg, "v8_linear_f32_ggml_ref", SELECTORS[0], w, x, None), "oracle"
+            ours = call(lg, "v8_linear_f32_ggml_ref", fam.selectors[0], w, x, None)
+            by = "oracle"
         else:
-            ours = call(lg, "v8_linear_f32_ggml_parallel_dispatch", SELECTORS[0], w, x, None,
+            ours = call(lg, "v8_linear_f32_ggml_parallel_dispatch", fam.selectors[0], w, x, None,
                         pool=pools[2])
             by = "threadpool_2"
         for threads in (1, 2):
             theirs = g.mul_mat(w, "f32", x, k, threads=threads)
-            route = "lane" if m >= 2 and k % 16 == 0 and n % 4 == 0 else "block"
+            route = "lane" if fam.lane_route(m, n, k) else "block"
             figures.append({"m": m, "n": n, "k": k, "threads": threads, "route": route,
                             "ours": by, "differing": same_bits(ours, theirs)})
         del theirs, ours
     ok = all(f["differing"] == 0 for f in figures)
-    evidence(Rung.EXTERNAL, ok, contract=BOTH, provider=PROVIDER,
-             backend="llama.cpp ggml mul_mat f32 x f32 (llama-cpp-python libggml-cpu)",
+    evidence(Rung.EXTERNAL, ok, contract=fam.both, provider=PROVIDER,
+             backend=f"llama.cpp ggml mul_mat f32 x f32 (llama-cpp-python libggml-cpu, "
+                     f"{g.build} build)",
              cases=figures)
     assert ok, [f for f in figures if f["differing"]]
+
+
+def test_matches_llama_cpp_ggml(lg: ModuleType, pools: dict[int, Any],
+                                evidence: Callable[..., Any]) -> None:
+    check_llama_cpp(lg, pools, evidence, LANES16, GGML_EXTRA)
+
+
+def test_matches_llama_cpp_ggml_8_lane(lg: ModuleType, pools: dict[int, Any],
+                                       evidence: Callable[..., Any]) -> None:
+    check_llama_cpp(lg, pools, evidence, LANES8, GGML_EXTRA + GGML_EXTRA_8)
 
 
 # ---- argument checks -------------------------------------------------------------------------
@@ -325,6 +450,9 @@ def test_argument_checks_leave_output_untouched(lg: ModuleType, pools: dict[int,
     sel = lib.V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT
     bad = {
         "unknown_selector": ((0x501, yp, wp, xp, f.NULL, 2, 8, 16), 3),
+        "unknown_selector_after_8_lane": ((0x515, yp, wp, xp, f.NULL, 2, 8, 16), 3),
+        "null_y_8_lane": ((lib.V8_LOGITS_FP32_GGML_8_LANE_MUL_MAT, f.NULL, wp, xp, f.NULL,
+                           2, 8, 16), 1),
         "null_y": ((sel, f.NULL, wp, xp, f.NULL, 2, 8, 16), 1),
         "null_w": ((sel, yp, f.NULL, xp, f.NULL, 2, 8, 16), 1),
         "null_x": ((sel, yp, wp, f.NULL, f.NULL, 2, 8, 16), 1),
@@ -341,8 +469,13 @@ def test_argument_checks_leave_output_untouched(lg: ModuleType, pools: dict[int,
         seen[f"parallel/{name}"] = int(st) == want and bool(np.all(y == 7))
     st = lib.v8_linear_f32_ggml_parallel_dispatch(f.NULL, sel, yp, wp, xp, f.NULL, 2, 8, 16)
     seen["parallel/null_pool"] = int(st) == 1 and bool(np.all(y == 7))
+    for name in SELECTORS:  # each selector is accepted and writes
+        yy = np.zeros((2, 8), F32)
+        st = lib.v8_linear_f32_ggml(getattr(lib, name), f.cast("float *", yy.ctypes.data), wp,
+                                    xp, f.NULL, 2, 8, 16)
+        seen[f"accepted/{name}"] = int(st) == 0 and bool(np.all(yy == 16))
     ok = all(seen.values())
-    evidence(Rung.PRODUCTION, ok, contract=BOTH, provider=PROVIDER,
+    evidence(Rung.PRODUCTION, ok, contract="+".join(CONTRACTS), provider=PROVIDER,
              what="argument checks leave the output untouched", checks=seen)
     assert ok, {k: v for k, v in seen.items() if not v}
 
@@ -393,11 +526,18 @@ def test_kernel_map_agrees_with_header_and_registry() -> None:
         assert params == want, (fn, params, want)
     loaded = {m.id: m for m in load_kernel_maps(load_registry()).maps}
     assert loaded[PROVIDER].selectors == dict(zip(CONTRACTS, SELECTORS, strict=True))
+    registry = load_registry()
+    for fam in FAMILIES:
+        for cid in fam.contracts:
+            found = registry.get(cid)
+            assert found is not None, cid
+            assert f"{fam.lanes} fp32 lanes" in found.description, cid
 
 
 # ---- through the compiler ----------------------------------------------------------------------
 
-def test_emitted_program_resolves_to_this_provider_and_gives_the_model_bits() -> None:
+@pytest.mark.parametrize("fam", FAMILIES, ids=lambda f: f"{f.lanes}_lane")
+def test_emitted_program_resolves_to_this_provider_and_gives_the_model_bits(fam: Family) -> None:
     from v8dialect.contract_ir import to_attr
     from v8dialect.contracts import load_registry
     from v8dialect.program import build as build_program
@@ -412,14 +552,15 @@ def test_emitted_program_resolves_to_this_provider_and_gives_the_model_bits() ->
     def t(*dims: int) -> str:
         return "tensor<" + "x".join(map(str, dims)) + "xf32>"
 
-    T, N, K = 5, 36, 96  # noqa: N806  lane route at prefill, block route (with a tail) at decode
+    # lane route at prefill, block route (with a tail) at decode
+    T, N, K = 5, 36, {16: 96, 8: 104}[fam.lanes]  # noqa: N806
     text = f"""
 func.func @prefill(%x: {t(T, K)}, %w: {t(N, K)}) -> {t(T, N)} {{
-  %y = v8.linear "proj" prefill %x, %w contract {attr(CONTRACTS[0])} : ({t(T, K)}, {t(N, K)}) -> {t(T, N)}
+  %y = v8.linear "proj" prefill %x, %w contract {attr(fam.contracts[0])} : ({t(T, K)}, {t(N, K)}) -> {t(T, N)}
   func.return %y : {t(T, N)}
 }}
 func.func @decode(%x: {t(1, K)}, %w: {t(N, K)}) -> {t(1, N)} {{
-  %y = v8.logits "head" decode %x, %w contract {attr(CONTRACTS[1])} : ({t(1, K)}, {t(N, K)}) -> {t(1, N)}
+  %y = v8.logits "head" decode %x, %w contract {attr(fam.contracts[1])} : ({t(1, K)}, {t(N, K)}) -> {t(1, N)}
   func.return %y : {t(1, N)}
 }}
 """
@@ -429,6 +570,6 @@ func.func @decode(%x: {t(1, K)}, %w: {t(N, K)}) -> {t(1, N)} {{
     w, x, _ = data(rng, T, N, K)
     for workers in (1, 2, 3):
         (y,) = program.run("prefill", workers=workers, x=x, w=w)
-        assert same_bits(y, model(w, x, None)) == 0
+        assert same_bits(y, model(w, x, None, fam.lanes)) == 0
         (y,) = program.run("decode", n_past=0, workers=workers, x=x[:1], w=w)
-        assert same_bits(y, model(w, x[:1], None)) == 0
+        assert same_bits(y, model(w, x[:1], None, fam.lanes)) == 0
