@@ -127,7 +127,9 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
     "reduction_order": ("none", "ascending", "ggml_mul_mat_16_lane_sgemm_or_vec_dot",
                         "ggml_vec_dot_64_lane", "ggml_mul_mat_f16_16_lane_sgemm_or_vec_dot_fp64_tail",
                         "ggml_mul_mat_bf16_dpbf16_sgemm_or_vec_dot_fp64_tail",
-                        "ggml_mul_mat_8_lane_sgemm_or_vec_dot_hadd"),
+                        "ggml_mul_mat_8_lane_sgemm_or_vec_dot_hadd",
+                        "ggml_mul_mat_f16_8_lane_sgemm_or_vec_dot_hadd_fp64_tail",
+                        "ggml_mul_mat_bf16_8_lane_sgemm_or_vec_dot_fp64_tail"),
     "elementwise": (
         "none",
         "scale_then_weight",

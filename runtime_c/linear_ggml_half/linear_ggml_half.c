@@ -1,21 +1,26 @@
-/* f16 / bf16 linear and logits with llama.cpp's CPU mul_mat arithmetic
- * (AVX-512 build with AVX512-FP16 and AVX512-BF16): the contracts are spelled
- * out in linear_ggml_half/v8_linear_ggml_half.h.
+/* f16 / bf16 linear and logits with llama.cpp's CPU mul_mat arithmetic, for
+ * its AVX-512 build (16 lanes, AVX512-FP16 and AVX512-BF16) and its AVX2 build
+ * (8 lanes): the contracts are spelled out in
+ * linear_ggml_half/v8_linear_ggml_half.h.  One algorithm per route, with the
+ * lane count (and the AVX2 build's trees) a parameter of the call.
  *
  * Multiplies and adds fuse exactly where the contract says fma (fmaf in the
  * scalar oracle, vfmadd / vdpbf16ps in the SIMD variants); contraction is off
  * for this file otherwise (ops_internal.h).  The activations are rounded to
  * the weight's type as they are loaded (in registers), never stored.
  *
- * bf16 on a CPU without AVX512-BF16 (and on AVX2) emulates VDPBF16PS per lane
- * with two fused multiply-adds, inputs and results with subnormals flushed. */
+ * The AVX-512 build's bf16 on a CPU without AVX512-BF16 (and on AVX2) emulates
+ * VDPBF16PS per lane with two fused multiply-adds, inputs and results with
+ * subnormals flushed.  The AVX2 build's contracts run one 8-lane AVX2 code
+ * (F16C or shifted bf16 loads, plain fma) on every SIMD host. */
 #include <immintrin.h>
 #include <math.h>
 
 #include "ops/ops_internal.h"
 #include "linear_ggml_half/v8_linear_ggml_half.h"
 
-#define LH_LANES 16
+#define LH_LANES 16 /* the AVX-512 build's lanes; the AVX2 build's are LH_LANES8 */
+#define LH_LANES8 8
 #define LH_ROW_UNIT 16 /* threadpool tasks own whole multiples of this many rows */
 #define LH_TILE_TOKENS 6
 #define LH_TOKEN_BLOCK 48 /* a multiple of LH_TILE_TOKENS (and of 2) */
@@ -27,6 +32,7 @@ typedef struct lh_args {
     const float *bias;
     int64_t m, n, k;
     int bf16;
+    int lanes; /* 16: the AVX-512 build's contracts, 8: the AVX2 build's */
     int lane_route;
 } lh_args;
 
@@ -36,7 +42,11 @@ static v8_status prepare(int contract, lh_args *a, float *y, const uint16_t *w, 
                     contract == V8_LOGITS_F16_GGML_MUL_MAT;
     const int bf16 = contract == V8_LINEAR_BF16_GGML_MUL_MAT_DPBF16 ||
                      contract == V8_LOGITS_BF16_GGML_MUL_MAT_DPBF16;
-    V8_REQUIRE(f16 || bf16, V8_ERR_UNKNOWN_SELECTOR);
+    const int f16_8 = contract == V8_LINEAR_F16_GGML_8_LANE_MUL_MAT ||
+                      contract == V8_LOGITS_F16_GGML_8_LANE_MUL_MAT;
+    const int bf16_8 = contract == V8_LINEAR_BF16_GGML_8_LANE_MUL_MAT ||
+                       contract == V8_LOGITS_BF16_GGML_8_LANE_MUL_MAT;
+    V8_REQUIRE(f16 || bf16 || f16_8 || bf16_8, V8_ERR_UNKNOWN_SELECTOR);
     V8_REQUIRE(y != NULL && w != NULL && x != NULL, V8_ERR_NULL_ARGUMENT); /* bias optional */
     V8_REQUIRE(v8_ops_product_ok(n, k), V8_ERR_BAD_DIMENSION);
     V8_REQUIRE(v8_ops_product_ok(m, k), V8_ERR_BAD_DIMENSION);
@@ -49,8 +59,11 @@ static v8_status prepare(int contract, lh_args *a, float *y, const uint16_t *w, 
     a->m = m;
     a->n = n;
     a->k = k;
-    a->bf16 = bf16;
-    a->lane_route = m >= 2 && k % (bf16 ? 32 : 16) == 0 && n % 4 == 0;
+    a->bf16 = bf16 || bf16_8;
+    a->lanes = f16_8 || bf16_8 ? LH_LANES8 : LH_LANES;
+    /* tinyBLAS's step: the lane count, a bf16 pair per lane with VDPBF16PS */
+    const int64_t step = a->lanes == LH_LANES8 ? LH_LANES8 : bf16 ? 32 : LH_LANES;
+    a->lane_route = m >= 2 && k % step == 0 && n % 4 == 0;
     return V8_OK;
 }
 
@@ -72,13 +85,33 @@ static inline float dp_scalar(float c, float a0, float a1, float b0, float b1) {
     return flush(fmaf(flush(a0), flush(b0), c));
 }
 
-static float halving16(float v[LH_LANES]) {
-    for (int h = LH_LANES / 2; h >= 1; h /= 2) {
+static float halving(float *v, int lanes) {
+    for (int h = lanes / 2; h >= 1; h /= 2) {
         for (int i = 0; i < h; ++i) {
             v[i] = v[i] + v[i + h];
         }
     }
     return v[0];
+}
+
+static float halving16(float v[LH_LANES]) { return halving(v, LH_LANES); }
+
+/* The AVX2 build's ggml_vec_dot_f16 fold of 8 lanes: the two halves added,
+ * then adjacent pairs twice (two HADDPS). */
+static float hadd_tree8(const float v[LH_LANES8]) {
+    float u[4];
+    for (int i = 0; i < 4; ++i) {
+        u[i] = v[i] + v[i + 4];
+    }
+    return (u[0] + u[1]) + (u[2] + u[3]);
+}
+
+static inline float w_at(const uint16_t *w, int64_t i, int bf16) {
+    return bf16 ? v8_bf16_to_f32(w[i]) : v8_f16_to_f32(w[i]);
+}
+
+static inline float x_at(const float *x, int64_t i, int bf16) {
+    return bf16 ? x_bf16(x[i]) : x_f16(x[i]);
 }
 
 /* The vec routes' tail: fp32 products (exact for f16) summed in double. */
@@ -92,33 +125,42 @@ static float tail_f64(double s, const uint16_t *w, const float *x, int64_t i, in
     return (float)s;
 }
 
-static float f16_lanes_scalar(const uint16_t *w, const float *x, int64_t k) {
+/* The lane route with fma lanes (f16 of both builds, bf16 of the AVX2 build). */
+static float fma_lanes_scalar(const uint16_t *w, const float *x, int64_t k, int lanes, int bf16) {
     float acc[LH_LANES] = {0};
-    for (int64_t l = 0; l < k; l += LH_LANES) {
-        for (int p = 0; p < LH_LANES; ++p) {
-            acc[p] = fmaf(v8_f16_to_f32(w[l + p]), x_f16(x[l + p]), acc[p]);
+    for (int64_t l = 0; l < k; l += lanes) {
+        for (int p = 0; p < lanes; ++p) {
+            acc[p] = fmaf(w_at(w, l + p, bf16), x_at(x, l + p, bf16), acc[p]);
         }
     }
-    return halving16(acc);
+    return halving(acc, lanes);
 }
 
-static float f16_vec_scalar(const uint16_t *w, const float *x, int64_t k) {
+/* The vec route with four fma accumulators of `lanes` lanes (ggml_vec_dot_f16
+ * of both builds, ggml_vec_dot_bf16 of the AVX2 build). */
+static float fma_vec_scalar(const uint16_t *w, const float *x, int64_t k, int lanes, int bf16) {
     float acc[4][LH_LANES] = {{0}};
-    const int64_t k0 = k - k % 64;
-    for (int64_t i = 0; i < k0; i += 64) {
+    const int64_t block = 4 * (int64_t)lanes;
+    const int64_t k0 = k - k % block;
+    for (int64_t i = 0; i < k0; i += block) {
         for (int j = 0; j < 4; ++j) {
-            for (int p = 0; p < LH_LANES; ++p) {
-                const int64_t e = i + j * LH_LANES + p;
-                acc[j][p] = fmaf(v8_f16_to_f32(w[e]), x_f16(x[e]), acc[j][p]);
+            for (int p = 0; p < lanes; ++p) {
+                const int64_t e = i + j * lanes + p;
+                acc[j][p] = fmaf(w_at(w, e, bf16), x_at(x, e, bf16), acc[j][p]);
             }
         }
     }
-    for (int p = 0; p < LH_LANES; ++p) {
+    for (int p = 0; p < lanes; ++p) {
         acc[0][p] = acc[0][p] + acc[2][p];
         acc[1][p] = acc[1][p] + acc[3][p];
         acc[0][p] = acc[0][p] + acc[1][p];
     }
-    return tail_f64((double)halving16(acc[0]), w, x, k0, k, 0);
+    if (lanes == LH_LANES8 && !bf16) {
+        return tail_f64((double)hadd_tree8(acc[0]), w, x, k0, k, 0);
+    }
+    /* bf16 adds the tree to a double 0.0 (a -0.0 tree becomes +0.0); f16 assigns it */
+    const double t = (double)halving(acc[0], lanes);
+    return tail_f64(bf16 ? 0.0 + t : t, w, x, k0, k, bf16);
 }
 
 /* lane p of one dot step over the 32 elements at e: the pair e+2p, e+2p+1 */
@@ -158,10 +200,12 @@ static void rows_scalar(const lh_args *a, int64_t n0, int64_t n1) {
         for (int64_t ni = n0; ni < n1; ++ni) {
             const uint16_t *w = a->w + ni * a->k;
             float dot;
-            if (a->bf16) {
+            if (a->bf16 && a->lanes == LH_LANES) {
                 dot = a->lane_route ? bf16_lanes_scalar(w, x, a->k) : bf16_vec_scalar(w, x, a->k);
+            } else if (a->lane_route) {
+                dot = fma_lanes_scalar(w, x, a->k, a->lanes, a->bf16);
             } else {
-                dot = a->lane_route ? f16_lanes_scalar(w, x, a->k) : f16_vec_scalar(w, x, a->k);
+                dot = fma_vec_scalar(w, x, a->k, a->lanes, a->bf16);
             }
             put(a, mi, ni, dot);
         }
@@ -546,12 +590,142 @@ static void rows_avx2(const lh_args *a, int64_t n0, int64_t n1) {
 }
 #pragma GCC pop_options
 
+/* ---- the AVX2 build's contracts: eight lanes, one ymm ------------------------------ */
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+static inline float halving8_avx2(__m256 v) {
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+static inline float hadd8_avx2(__m256 v) {
+    __m128 u = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    u = _mm_hadd_ps(u, u); /* u0+u1, u2+u3, .. */
+    u = _mm_hadd_ps(u, u); /* (u0+u1) + (u2+u3) */
+    return _mm_cvtss_f32(u);
+}
+
+static inline __m256 w8_bf16(const uint16_t *w) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)w));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+static inline __m256 x8_bf16(const float *x) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(bf16_round8(_mm256_loadu_ps(x)), 16));
+}
+
+static inline __attribute__((always_inline)) __m256 w8_at(const uint16_t *w, const int bf16) {
+    return bf16 ? w8_bf16(w) : w8_f16(w);
+}
+
+static inline __attribute__((always_inline)) __m256 x8_at(const float *x, const int bf16) {
+    return bf16 ? x8_bf16(x) : x8_f16(x);
+}
+
+static inline __attribute__((always_inline)) float vec8_avx2(const uint16_t *w, const float *x,
+                                                             int64_t k, const int bf16) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const int64_t k0 = k - k % 32;
+    for (int64_t i = 0; i < k0; i += 32) {
+        a0 = _mm256_fmadd_ps(w8_at(w + i, bf16), x8_at(x + i, bf16), a0);
+        a1 = _mm256_fmadd_ps(w8_at(w + i + 8, bf16), x8_at(x + i + 8, bf16), a1);
+        a2 = _mm256_fmadd_ps(w8_at(w + i + 16, bf16), x8_at(x + i + 16, bf16), a2);
+        a3 = _mm256_fmadd_ps(w8_at(w + i + 24, bf16), x8_at(x + i + 24, bf16), a3);
+    }
+    a0 = _mm256_add_ps(a0, a2);
+    a1 = _mm256_add_ps(a1, a3);
+    a0 = _mm256_add_ps(a0, a1);
+    if (!bf16) {
+        return tail_f64((double)hadd8_avx2(a0), w, x, k0, k, 0);
+    }
+    const double t = (double)halving8_avx2(a0);
+    return tail_f64(0.0 + t, w, x, k0, k, 1);
+}
+
+/* Four weight rows by RN <= 3 tokens: twelve accumulators. */
+static inline __attribute__((always_inline)) void tile8_avx2(const lh_args *a, int64_t n0,
+                                                             int64_t m0, const int rn,
+                                                             const int bf16) {
+    const int64_t k = a->k;
+    __m256 acc[4][3];
+    for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < 3; ++j) {
+            acc[i][j] = _mm256_setzero_ps();
+        }
+    }
+    const uint16_t *w = a->w + n0 * k;
+    const float *x = a->x + m0 * k;
+    for (int64_t l = 0; l < k; l += LH_LANES8) {
+        __m256 wv[4];
+        for (int i = 0; i < 4; ++i) {
+            wv[i] = w8_at(w + i * k + l, bf16);
+        }
+        for (int j = 0; j < rn; ++j) {
+            const __m256 xv = x8_at(x + j * k + l, bf16);
+            for (int i = 0; i < 4; ++i) {
+                acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+            }
+        }
+    }
+    for (int j = 0; j < rn; ++j) {
+        for (int i = 0; i < 4; ++i) {
+            put(a, m0 + j, n0 + i, halving8_avx2(acc[i][j]));
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void rows8_avx2_of(const lh_args *a, int64_t n0,
+                                                                int64_t n1, const int bf16) {
+    if (a->lane_route) { /* n0, n1 are multiples of four here */
+        for (int64_t mb = 0; mb < a->m; mb += LH_TOKEN_BLOCK) {
+            const int64_t me = mb + LH_TOKEN_BLOCK < a->m ? mb + LH_TOKEN_BLOCK : a->m;
+            for (int64_t nb = n0; nb < n1; nb += 4) {
+                int64_t m0 = mb;
+                for (; m0 + 3 <= me; m0 += 3) {
+                    tile8_avx2(a, nb, m0, 3, bf16);
+                }
+                if (me - m0 == 2) {
+                    tile8_avx2(a, nb, m0, 2, bf16);
+                } else if (me - m0 == 1) {
+                    tile8_avx2(a, nb, m0, 1, bf16);
+                }
+            }
+        }
+        return;
+    }
+    for (int64_t mi = 0; mi < a->m; ++mi) {
+        const float *x = a->x + mi * a->k;
+        for (int64_t ni = n0; ni < n1; ++ni) {
+            put(a, mi, ni, vec8_avx2(a->w + ni * a->k, x, a->k, bf16));
+        }
+    }
+}
+
+static void rows8_avx2(const lh_args *a, int64_t n0, int64_t n1) {
+    if (a->bf16) {
+        rows8_avx2_of(a, n0, n1, 1);
+    } else {
+        rows8_avx2_of(a, n0, n1, 0);
+    }
+}
+#pragma GCC pop_options
+
 static void rows_best(const lh_args *a, int64_t n0, int64_t n1) {
     const unsigned f = v8_cpu_features();
     const unsigned avx2 = V8_CPU_AVX2 | V8_CPU_FMA | V8_CPU_F16C;
     const unsigned avx512 = avx2 | V8_CPU_AVX512F | V8_CPU_AVX512BW | V8_CPU_AVX512VL |
                             V8_CPU_AVX512DQ;
-    if (!a->bf16 && (f & avx512) == avx512) {
+    if (a->lanes == LH_LANES8) { /* the AVX2 build's contracts: ymm code on any SIMD host */
+        if ((f & avx2) == avx2) {
+            rows8_avx2(a, n0, n1);
+        } else {
+            rows_scalar(a, n0, n1);
+        }
+    } else if (!a->bf16 && (f & avx512) == avx512) {
         f16_rows_avx512(a, n0, n1);
     } else if (a->bf16 && (f & (avx512 | V8_CPU_AVX512BF16)) == (avx512 | V8_CPU_AVX512BF16)) {
         bf16_rows_avx512(a, n0, n1);
