@@ -129,7 +129,8 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
                         "ggml_mul_mat_bf16_dpbf16_sgemm_or_vec_dot_fp64_tail",
                         "ggml_mul_mat_8_lane_sgemm_or_vec_dot_hadd",
                         "ggml_mul_mat_f16_8_lane_sgemm_or_vec_dot_hadd_fp64_tail",
-                        "ggml_mul_mat_bf16_8_lane_sgemm_or_vec_dot_fp64_tail"),
+                        "ggml_mul_mat_bf16_8_lane_sgemm_or_vec_dot_fp64_tail",
+                        "ggml_vec_dot_32_lane_hadd"),
     "elementwise": (
         "none",
         "scale_then_weight",
@@ -165,6 +166,7 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
         "ggml_vexpf_isa_blocks_expf_tail",
         "tanhf_fp16_table",
         "ggml_vexpf_16_lane_blocks_expf_logf_sqrtf",
+        "ggml_vexpf_8_lane_blocks_expf_logf_sqrtf",
     ),
 }
 

@@ -1,14 +1,20 @@
 /* Gated DeltaNet mixer with llama.cpp's CPU arithmetic (provider gated_delta_net_fp32_ggml,
- * contract gated_delta_rule_fp32_ggml_16_lane_chain); see ops/v8_ops.h for the arithmetic.
+ * contracts gated_delta_rule_fp32_ggml_16_lane_chain for its AVX-512 build and
+ * gated_delta_rule_fp32_ggml_8_lane_chain for its AVX2 build); see ops/v8_ops.h for the
+ * arithmetic.
  *
  * llama.cpp computes the mixer as a chain of ggml ops (SSM_CONV, SILU, RMS_NORM + SCALE as
  * the l2 norm, ADD/SOFTPLUS/MUL for the gate, SIGMOID, GATED_DELTA_NET, RMS_NORM + MUL,
- * SILU, MUL).  Its AVX-512 build fuses some products into FMAs (the conv taps, the exp
- * polynomial, the dot-product lanes and the state update), so this source writes those
- * fusions explicitly with fmaf; every other operation is rounded on its own (contraction
- * stays off, ops_internal.h).  The lane structure (16-lane SiLU blocks from a row's first
- * element, ggml_vec_dot_f32's four 16-lane accumulators over 64-element steps) is emulated
- * one lane at a time, so the bits do not depend on the CPU running this code.
+ * SILU, MUL).  Its x86 builds fuse some products into FMAs (the exp polynomial, the
+ * dot-product lanes, the state update, some conv taps), so this source writes those fusions
+ * explicitly with fmaf; every other operation is rounded on its own (contraction stays off,
+ * ops_internal.h).  What depends on the build is described by one gdng_build value: the
+ * vector width (16 or 8 fp32 lanes: the SiLU blocks from a row's first element, the four
+ * accumulators of ggml_vec_dot_f32 and GCC's vectorized tails), the exp polynomial's form
+ * (ops/ggml_vexp.h), the last two levels of the dot's lane fold, and the conv taps (all
+ * fused at 16 lanes; at 8 lanes GCC vectorizes the 4 taps into one rounded-product block).
+ * The lanes are emulated one at a time, so the bits do not depend on the CPU running this
+ * code.
  *
  * The oracle walks tokens in the outer loop; production and threadpool walk value heads
  * (each head owns its state and output columns; the conv window is read from
@@ -19,8 +25,23 @@
 #include <string.h>
 
 #include "ops/ops_internal.h"
+#include "ops/ggml_vexp.h"
+
+/* What the arithmetic of one llama.cpp x86 build depends on. */
+typedef struct gdng_build {
+    int lanes;              /* fp32 lanes of one vector register: 16 (AVX-512), 8 (AVX2) */
+    float (*vexp)(float);   /* ggml_v_expf of that register width, one lane */
+    int hadd_fold;          /* last fold of the dot's 4 lanes: (0+1)+(2+3) by two HADDPS;
+                               otherwise (0+2)+(1+3) */
+    int conv_rounded_taps;  /* the conv's 4 taps: products rounded and added in order from
+                               +0 (GCC's 4-wide vectorized loop); otherwise fused from t0 */
+} gdng_build;
+
+static const gdng_build BUILD_AVX512 = {16, vexp_lane_avx512, 0, 0};
+static const gdng_build BUILD_AVX2 = {8, vexp_lane_avx2, 1, 1};
 
 typedef struct gdng_args {
+    const gdng_build *build;
     float *y;
     const float *qkv, *z, *alpha, *beta;
     const float *conv_w, *ssm_a, *dt_bias, *norm_w;
@@ -30,76 +51,68 @@ typedef struct gdng_args {
     float eps;
 } gdng_args;
 
-/* ---- ggml's AVX-512 exp polynomial (ggml_v_expf), one lane ------------------------ */
-
-static float vexp16_lane(float x) {
-    const float shift = 0x1.8p23f;
-    const float z = fmaf(x, 0x1.715476p+0f, shift);
-    const float n = z - shift;
-    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
-    const float u = b * b;
-    const float p1 = fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f);
-    const float p2 = fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f);
-    const float p3 = fmaf(0x1.ffffecp-1f, b, 1.0f);
-    const float j = fmaf(fmaf(p1, u, p2), u, p3);
-    if (n != n) {
-        return j;
-    }
-    if (fabsf(n) > 192.0f) {
-        return n <= 0.0f ? 0.0f : INFINITY;
-    }
-    return scalbnf(j, (int)n); /* _mm512_scalef_ps: j * 2^n, one rounding */
-}
-
-/* ggml_vec_silu_f32 at position i of a row of n: the first n - n % 16 elements take the
- * 16-lane form x / (1 + vexp(0 - x)), the rest x / (1 + expf(-x)). */
-static float silu_at(float x, int64_t i, int64_t n) {
-    if (i < n - n % 16) {
-        return x / (1.0f + vexp16_lane(0.0f - x));
+/* ggml_vec_silu_f32 at position i of a row of n: the first n - n % lanes elements take the
+ * vector form x / (1 + vexp(0 - x)), the rest x / (1 + expf(-x)). */
+static float silu_at(const gdng_build *b, float x, int64_t i, int64_t n) {
+    if (i < n - n % b->lanes) {
+        return x / (1.0f + b->vexp(0.0f - x));
     }
     return x / (1.0f + expf(-x));
 }
 
-/* ggml_vec_dot_f32 (AVX-512 build): 64 fp32 lanes of FMA over the first n & ~63 elements,
- * lanes 0-15 + 32-47 and 16-31 + 48-63, then those two, then the 16 lanes pairwise
- * (i + 8, i + 4, i + 2, i + 1); the remaining elements: blocks of 16 and then one of 8
- * with each product rounded and added in order, the last < 8 fused one by one. */
-static float ggml_dot(const float *x, const float *y, int64_t n) {
+/* ggml_vec_dot_f32 with w = lanes: four w-lane FMA accumulators A0..A3 over steps of 4w
+ * elements (element i + j*w + l in lane l of A_j), for the first n - n % 4w elements;
+ * v_l = (A0_l + A2_l) + (A1_l + A3_l); halved v_l = v_{l+h} + v_l for h = w/2 .. 4; the last
+ * four lanes by the build's fold.  The remaining elements in order: whole blocks of w, then
+ * one block of w/2 if that many remain, s = s + x*y with the product rounded (GCC's
+ * vectorized tail loop); the last < w/2 fused one by one. */
+static float ggml_dot(const gdng_build *b, const float *x, const float *y, int64_t n) {
     float acc[64];
-    const int64_t np = n & ~(int64_t)63;
-    for (int l = 0; l < 64; ++l) {
+    const int w = b->lanes;
+    const int step = 4 * w;
+    const int64_t np = n - n % step;
+    for (int l = 0; l < step; ++l) {
         acc[l] = 0.0f;
     }
-    for (int64_t i = 0; i < np; i += 64) {
-        for (int l = 0; l < 64; ++l) {
+    for (int64_t i = 0; i < np; i += step) {
+        for (int l = 0; l < step; ++l) {
             acc[l] = fmaf(x[i + l], y[i + l], acc[l]);
         }
     }
     float v[16];
-    for (int l = 0; l < 16; ++l) {
-        const float a = acc[l] + acc[l + 32];
-        const float b = acc[l + 16] + acc[l + 48];
-        v[l] = a + b;
+    for (int l = 0; l < w; ++l) {
+        const float a02 = acc[l] + acc[l + 2 * w];
+        const float a13 = acc[l + w] + acc[l + 3 * w];
+        v[l] = a02 + a13;
     }
-    for (int w = 8; w >= 1; w /= 2) {
-        for (int l = 0; l < w; ++l) {
-            v[l] = v[l + w] + v[l];
+    for (int h = w / 2; h >= 4; h /= 2) {
+        for (int l = 0; l < h; ++l) {
+            v[l] = v[l + h] + v[l];
         }
     }
-    float sum = v[0];
+    float sum;
+    if (b->hadd_fold) {
+        const float v01 = v[0] + v[1];
+        const float v23 = v[2] + v[3];
+        sum = v01 + v23;
+    } else {
+        const float v02 = v[0] + v[2];
+        const float v13 = v[1] + v[3];
+        sum = v02 + v13;
+    }
     int64_t i = np;
-    for (; n - i >= 16; i += 16) {
-        for (int l = 0; l < 16; ++l) {
+    for (; n - i >= w; i += w) {
+        for (int l = 0; l < w; ++l) {
             const float p = x[i + l] * y[i + l];
             sum = sum + p;
         }
     }
-    if (n - i >= 8) {
-        for (int l = 0; l < 8; ++l) {
+    if (n - i >= w / 2) {
+        for (int l = 0; l < w / 2; ++l) {
             const float p = x[i + l] * y[i + l];
             sum = sum + p;
         }
-        i += 8;
+        i += w / 2;
     }
     for (; i < n; ++i) {
         sum = fmaf(x[i], y[i], sum);
@@ -134,11 +147,20 @@ static void conv_silu(const gdng_args *a, int64_t t, int64_t c0, int64_t n, floa
     for (int64_t i = 0; i < n; ++i) {
         const int64_t c = c0 + i;
         const float *w = a->conv_w + c * a->kernel;
-        float acc = conv_input(a, t, 0, c) * w[0];
-        for (int64_t m = 1; m < a->kernel; ++m) {
-            acc = fmaf(conv_input(a, t, m, c), w[m], acc);
+        float acc;
+        if (a->build->conv_rounded_taps) {
+            acc = 0.0f;
+            for (int64_t m = 0; m < a->kernel; ++m) {
+                const float p = conv_input(a, t, m, c) * w[m];
+                acc = acc + p;
+            }
+        } else {
+            acc = conv_input(a, t, 0, c) * w[0];
+            for (int64_t m = 1; m < a->kernel; ++m) {
+                acc = fmaf(conv_input(a, t, m, c), w[m], acc);
+            }
         }
-        out[i] = silu_at(acc, c, a->channels);
+        out[i] = silu_at(a->build, acc, c, a->channels);
     }
 }
 
@@ -178,14 +200,14 @@ static void token_head(const gdng_args *a, int64_t t, int64_t h) {
     }
     for (int64_t j = 0; j < d; ++j) {
         float *row = S + j * d;
-        const float diff = v[j] - ggml_dot(row, k, d);
+        const float diff = v[j] - ggml_dot(a->build, row, k, d);
         const float delta = diff * b;
         for (int64_t i = 0; i < d; ++i) {
             row[i] = fmaf(k[i], delta, row[i]);
         }
     }
     for (int64_t j = 0; j < d; ++j) {
-        o[j] = ggml_dot(S + j * d, q, d) * scale;
+        o[j] = ggml_dot(a->build, S + j * d, q, d) * scale;
     }
 
     const float r = rms_factor(o, d, a->eps);
@@ -194,7 +216,7 @@ static void token_head(const gdng_args *a, int64_t t, int64_t h) {
     for (int64_t j = 0; j < d; ++j) {
         const float on = o[j] * r;
         const float normed = on * a->norm_w[j];
-        yr[j] = normed * silu_at(zr[j], j, d);
+        yr[j] = normed * silu_at(a->build, zr[j], j, d);
     }
 }
 
@@ -214,7 +236,13 @@ static v8_status prepare(int contract, gdng_args *a, float *y, const float *qkv,
                          float *conv_state, float *ssm_state, int64_t n_tokens,
                          int64_t n_k_heads, int64_t n_v_heads, int64_t head_k_dim,
                          int64_t head_v_dim, int64_t conv_kernel, float eps) {
-    V8_REQUIRE(contract == V8_GATED_DELTA_RULE_FP32_GGML_16_LANE_CHAIN, V8_ERR_UNKNOWN_SELECTOR);
+    const gdng_build *build = NULL;
+    if (contract == V8_GATED_DELTA_RULE_FP32_GGML_16_LANE_CHAIN) {
+        build = &BUILD_AVX512;
+    } else if (contract == V8_GATED_DELTA_RULE_FP32_GGML_8_LANE_CHAIN) {
+        build = &BUILD_AVX2;
+    }
+    V8_REQUIRE(build != NULL, V8_ERR_UNKNOWN_SELECTOR);
     V8_REQUIRE(y != NULL && qkv != NULL && z != NULL && alpha != NULL && beta != NULL &&
                    conv_w != NULL && ssm_a != NULL && dt_bias != NULL && norm_w != NULL &&
                    conv_state != NULL && ssm_state != NULL,
@@ -230,6 +258,7 @@ static v8_status prepare(int contract, gdng_args *a, float *y, const float *qkv,
     const int64_t channels = 2 * n_k_heads * head_k_dim + n_v_heads * head_v_dim;
     V8_REQUIRE(v8_ops_product_ok(n_tokens, channels), V8_ERR_BAD_DIMENSION);
     V8_REQUIRE(v8_ops_product_ok(n_v_heads * head_v_dim, head_k_dim), V8_ERR_BAD_DIMENSION);
+    a->build = build;
     a->y = y;
     a->qkv = qkv;
     a->z = z;

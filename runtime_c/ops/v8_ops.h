@@ -57,7 +57,8 @@ enum {
     V8_PATCH_MERGE_2X2_EXACT_COPY = 0x902,
     V8_SWIGLU_FP32_GGML_VEXP = 0x705,
     V8_GEGLU_FP32_GGML_FP16_TABLE = 0x706,
-    V8_GATED_DELTA_RULE_FP32_GGML_16_LANE_CHAIN = 0xA02
+    V8_GATED_DELTA_RULE_FP32_GGML_16_LANE_CHAIN = 0xA02,
+    V8_GATED_DELTA_RULE_FP32_GGML_8_LANE_CHAIN = 0xA03
 };
 
 /* ---- RMSNorm: provider rmsnorm_fp32 -----------------------------------------
@@ -341,6 +342,19 @@ v8_status v8_gated_delta_net_f32_parallel_dispatch(
  *   out:    o_j = dot(S[j], q, D) * (1 / sqrtf((float)D))
  *   gated RMSNorm: r = 1 / sqrtf((float)(sum_j (double)(o_j*o_j) / D) + eps);
  *           y_j = ((o_j * r) * norm_w[j]) * silu_row(z_j of the head's D values, position j)
+ * Contract gated_delta_rule_fp32_ggml_8_lane_chain: the same chain as llama.cpp's AVX2 build
+ * (-mavx2 -mfma, no AVX-512) computes it; everything above holds except
+ *   vexp(x): ggml_v_expf's 8-lane polynomial (same n and b, polynomial without the 1,
+ *           k = 2^n from the exponent bits, result fma(k, p, k); |n| > 126 scales by two
+ *           factors s2 = 2^n / s1, fma(s2, p, s2) * s1; |n| > 192 gives s1 * s1)
+ *   silu_row: the vector form for i < n - n % 8, x / (1 + expf(-x)) for the last n % 8
+ *   dot(x, y, n): 32 lanes acc_l = fma(x, y, acc_l) over the first n & ~31 elements;
+ *           v_l = (acc_l + acc_{l+16}) + (acc_{l+8} + acc_{l+24}) for l < 8;
+ *           t_l = v_l + v_{l+4} for l < 4; s = (t_0 + t_1) + (t_2 + t_3); then the remaining
+ *           elements in order: whole blocks of 8, then one block of 4 if 4 remain,
+ *           s = s + x*y (product rounded); the last < 4: s = fma(x, y, s)
+ *   conv:   c = (((0 + in[t][ch] * w[ch][0]) + in[t+1][ch] * w[ch][1]) + ...) + in[t+3][ch] *
+ *           w[ch][3], each product rounded, added in order from +0
  * Value heads are independent (threadpool partition independent_heads, effect none). */
 v8_status v8_gated_delta_net_ggml_f32_ref(int contract, float *y, const float *qkv,
                                           const float *z, const float *alpha, const float *beta,

@@ -38,8 +38,9 @@ FUSED_BY_CONTRACT = {
     "glu_ggml.c": "swiglu_fp32_ggml_vexp: ggml's polynomial exp is a chain of FMAs; "
                   "geglu_fp32_ggml_fp16_table: the table's 1 + (A x) x is one FMA",
     "rope.c": "rope_*_ggml_fma: one product of each rotated output is fused (fmaf)",
-    "gated_delta_ggml.c": "gated_delta_rule_fp32_ggml_16_lane_chain: the conv taps, ggml's "
-                          "polynomial exp, the dot-product lanes and the state update are fmas",
+    "gated_delta_ggml.c": "gated_delta_rule_fp32_ggml_{16,8}_lane_chain: ggml's polynomial "
+                          "exp, the dot-product lanes and the state update are fmas, and the "
+                          "16-lane chain's conv taps",
 }
 
 
