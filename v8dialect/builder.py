@@ -65,7 +65,7 @@ from v8dialect.attributes import (
     Q80Type,
     RequirementAttr,
 )
-from v8dialect.circuits import MANIFEST_SELECTORS, Choice, Circuit, OpTemplate, load_circuit
+from v8dialect.circuits import MANIFEST_SELECTORS, SELECTOR_VALUES, Choice, Circuit, OpTemplate, load_circuit
 from v8dialect.contract_ir import to_attr
 from v8dialect.contracts import ContractRegistry, load_registry
 from v8dialect.host import NATIVE, HostError, native_ggml_build
@@ -154,7 +154,18 @@ def hydrate(circuit: Circuit, manifest: Manifest) -> Manifest:
     except ManifestError as e:
         raise BuildError(manifest.file, str(e).removeprefix(f"{manifest.file}: ")) from None
     _check_heads(manifest.file, done)
-    return _native_build_resolved(done)
+    done = _native_build_resolved(done)
+    _check_selector_values(done)
+    return done
+
+
+def _check_selector_values(manifest: Manifest) -> None:
+    """A selector value no requirement can compare against is a typo, not a default."""
+    for key in MANIFEST_SELECTORS:
+        value = manifest.get(key)
+        if value is not None and value not in SELECTOR_VALUES[key]:
+            raise BuildError(manifest.file, f"{key} = {value!r} is not one of "
+                                            f"{', '.join(SELECTOR_VALUES[key])}")
 
 
 def _native_build_resolved(manifest: Manifest) -> Manifest:

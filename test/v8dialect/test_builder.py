@@ -15,6 +15,7 @@ from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 
 from v8dialect.builder import main
+from v8dialect.host import native_ggml_build
 from v8dialect.ledger import graph_ops
 from v8dialect.paths import circuits_dir
 from v8dialect.program import context
@@ -134,6 +135,26 @@ def test_kv_cache_dtype_selects_the_attention_contract(
     assert "tensor<5xi32>" in str(module)
 
 
+@pytest.mark.parametrize(("build_class", "lanes"), [("avx512", 16), ("avx2", 8)])
+def test_ggml_build_selects_llamacpps_x86_arithmetic(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], build_class: str, lanes: int
+) -> None:
+    model = gguf(tmp_path, "qwen3", matrices=tiny_gguf.F32)
+    module = built(capsys, model, "qwen3", "--set", f"ggml_build={build_class}",
+                   "--kv-capacity", "64", "--prefill-tokens", "5")
+    assert contracts_of(module, "decode", "linear") == {f"linear_fp32_ggml_{lanes}_lane_mul_mat"}
+    assert contracts_of(module, "decode", "logits") == {f"logits_fp32_ggml_{lanes}_lane_mul_mat"}
+
+
+def test_native_ggml_build_is_the_running_cpus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lanes = {"avx512": 16, "avx2": 8}[native_ggml_build()]
+    module = built(capsys, gguf(tmp_path, "qwen3", matrices=tiny_gguf.F32), "qwen3",
+                   "--kv-capacity", "64", "--prefill-tokens", "5")
+    assert contracts_of(module, "prefill", "linear") == {f"linear_fp32_ggml_{lanes}_lane_mul_mat"}
+
+
 def test_old_manifest_receives_circuit_defaults(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -183,7 +204,8 @@ def test_config_json_builds_with_fp32_weights_and_tying(
     text = str(module)
     assert "!v8.q4_k" not in text and "%output.weight" not in text
     resolve(module)
-    assert contracts_of(module, "decode", "logits") == {"logits_fp32_ggml_16_lane_mul_mat"}
+    lanes = {"avx512": 16, "avx2": 8}[native_ggml_build()]
+    assert contracts_of(module, "decode", "logits") == {f"logits_fp32_ggml_{lanes}_lane_mul_mat"}
 
 
 def test_gemma3_records_norm_offset_and_embedding_scale(
@@ -291,6 +313,11 @@ def test_circuit_waiting_for_contracts_refuses_to_build(
         (
             ["--set", "kv_cache_dtype=bf16"],
             "no prefill requirement of 'attn' is active for kv_cache_dtype = bf16",
+        ),
+        (["--set", "weight_layout=packed"], "weight_layout = 'packed' is not one of"),
+        (
+            ["--set", "ggml_build=sse4"],
+            "ggml_build = 'sse4' is not one of avx512, avx2",
         ),
         (
             ["--prefill-tokens", "8192"],

@@ -118,7 +118,9 @@ def write(
     overrides: dict[str, int] | None = None,
     untied: bool = False,
     seed: int = 0,
+    matrices: GGMLQuantizationType | None = None,
 ) -> Path:
+    """The preset as a GGUF file; `matrices` replaces the type of every quantized tensor."""
     rng = np.random.default_rng(seed)
     writer = GGUFWriter(out, preset.arch)
     metadata = {**preset.metadata, **(overrides or {})}
@@ -143,6 +145,8 @@ def write(
     for name, shape, qtype in tensors:
         if name in drop:
             continue
+        if matrices is not None and qtype != F32:
+            qtype = matrices
         data = raw_bytes(shape, qtype, rng)
         writer.add_tensor(name, data, raw_dtype=None if qtype == F32 else qtype)
     writer.write_header_to_file()
