@@ -43,6 +43,7 @@ ATTENTION_FIELDS: Mapping[str, tuple[str, ...]] = {
     "exp_function": (
         "libm_expf",
         "ggml_avx512_vector_expf_libm_rescale",
+        "ggml_avx2_vector_expf_libm_rescale",
         "ggml_avx512_vector_expf",
         "unpinned_vector_exp",
     ),

@@ -1,6 +1,9 @@
-/* Provider attn_tiled64_f16kv: contract f16_kv_tiled64_fp32_softmax_fp64_sum_update
- * (see v8_attention_tiled.h for the arithmetic), and the auto composite
- * f16_flash_auto_qtile64.
+/* Provider attn_tiled64_f16kv: contracts f16_kv_tiled64_fp32_softmax_fp64_sum_update
+ * (llama.cpp's AVX-512 build) and f16_kv_tiled64_fp32_softmax_fp64_sum_update_8_lane_vexp
+ * (its AVX2 build); see v8_attention_tiled.h for the arithmetic.  The two differ only
+ * in the probability exp and in the key groups of the tile sum (16 keys, tree16, and the
+ * AVX-512 form of ggml_v_expf; 8 keys, tree8, and the AVX2 form), so one algorithm
+ * serves both, parameterized by that group width ("lanes").
  *
  * The oracle walks one query row at a time through the 64-key tiles, exactly
  * as the contract reads.  The production kernels keep a 64-row query block in
@@ -14,16 +17,38 @@
 
 #include <immintrin.h>
 
+#include "ops/ggml_vexp.h"
 #include "v8_attention_tiled.h"
 #include "tiled_scalar.h"
 
 #define TQ V8_ATTN_TILE_Q
 #define TKV V8_ATTN_TILE_KV
 
+/* Keys per exp/sum group of the contract: the f32 lane count of the llama.cpp build it
+ * reproduces (16: AVX-512, 8: AVX2); 0 for a selector this provider does not deliver. */
+static int tiled_lanes(int contract) {
+    switch (contract) {
+    case V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE:
+        return 16;
+    case V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE_8_LANE_VEXP:
+        return 8;
+    default:
+        return 0;
+    }
+}
+
 static v8_status tiled_check(const v8_attn_args *a) {
-    V8_REQUIRE(a->contract == V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE,
-               V8_ERR_UNKNOWN_SELECTOR);
+    V8_REQUIRE(tiled_lanes(a->contract) != 0, V8_ERR_UNKNOWN_SELECTOR);
     return v8_attn_check_shape(a);
+}
+
+/* The contract's exp and group sum for one value / one group of `lanes` keys. */
+static float tiled_exp_ref(int lanes, float x) {
+    return lanes == 16 ? exp16_scalar(x) : vexp_lane_avx2(x);
+}
+
+static float tiled_tree_ref(int lanes, const float *p) {
+    return lanes == 16 ? tree16(p) : tree8(p);
 }
 
 static v8_attn_args pack_args(V8_ATTN_ARGS_DECL) {
@@ -34,8 +59,8 @@ static v8_attn_args pack_args(V8_ATTN_ARGS_DECL) {
 
 /* ---- oracle ----------------------------------------------------------------- */
 
-/* One query row of one head: keys [0, kv_end) visible. */
-static void tiled_row_ref(const float *qrow, const uint16_t *kh, const uint16_t *vh,
+/* One query row of one head: keys [0, kv_end) visible; lanes: keys per exp/sum group. */
+static void tiled_row_ref(int lanes, const float *qrow, const uint16_t *kh, const uint16_t *vh,
                           int64_t D, int64_t kv_end, float scale, float *out_row) {
     float A[V8_ATTN_MAX_HEAD_DIM];
     float s[TKV], p[TKV];
@@ -75,11 +100,11 @@ static void tiled_row_ref(const float *qrow, const uint16_t *kh, const uint16_t 
         }
         M = Mn;
         double tsum = 0.0;
-        for (int g = 0; g < TKV / 16; ++g) {
-            for (int j = 16 * g; j < 16 * g + 16; ++j) {
-                p[j] = exp16_scalar(s[j] - M);
+        for (int g = 0; g < TKV / lanes; ++g) {
+            for (int j = lanes * g; j < lanes * g + lanes; ++j) {
+                p[j] = tiled_exp_ref(lanes, s[j] - M);
             }
-            tsum += (double)tree16(p + 16 * g);
+            tsum += (double)tiled_tree_ref(lanes, p + lanes * g);
         }
         S = (float)((double)S + tsum);
         for (int64_t d = 0; d < D; ++d) {
@@ -104,8 +129,8 @@ static void tiled_task_ref(const v8_attn_args *a, int64_t h, int64_t r0, int64_t
     const uint16_t *kh = (const uint16_t *)a->k + g * a->kv_capacity * D;
     const uint16_t *vh = (const uint16_t *)a->v + g * a->kv_capacity * D;
     for (int64_t i = r0; i < r0 + nr; ++i) {
-        tiled_row_ref(a->q + (i * a->n_head + h) * D, kh, vh, D, v8_attn_row_kv_end(a, i),
-                      a->scale, a->out + (i * a->n_head + h) * D);
+        tiled_row_ref(tiled_lanes(a->contract), a->q + (i * a->n_head + h) * D, kh, vh, D,
+                      v8_attn_row_kv_end(a, i), a->scale, a->out + (i * a->n_head + h) * D);
     }
 }
 
@@ -211,6 +236,35 @@ static float rescale_factor(float Mold, float Mnew) {
 
 #include "tiled_avx512.inc"
 
+/* ops/ggml_vexp.h's vexp_lane_avx2 in 16 lanes: the AVX2 build's exp on AVX-512 registers. */
+static inline __m512 vexp_avx2_form_x16(__m512 x) {
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(VEXP_LOG2E), _mm512_set1_ps(VEXP_SHIFT));
+    const __m512 n = _mm512_sub_ps(z, _mm512_set1_ps(VEXP_SHIFT));
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(VEXP_LN2_LO),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(VEXP_LN2_HI), x));
+    const __m512i e = _mm512_slli_epi32(_mm512_castps_si512(z), 23);
+    const __m512 k = _mm512_castsi512_ps(_mm512_add_epi32(e, _mm512_set1_epi32(0x3f800000)));
+    const __m512 absn = _mm512_abs_ps(n);
+    const __mmask16 wide = _mm512_cmp_ps_mask(absn, _mm512_set1_ps(126.0f), _CMP_GT_OQ);
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(VEXP_C5), b, _mm512_set1_ps(VEXP_C4)), u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(VEXP_C3), b, _mm512_set1_ps(VEXP_C2))),
+        u, _mm512_mul_ps(_mm512_set1_ps(VEXP_C1), b));
+    const __m512 plain = _mm512_fmadd_ps(k, j, k);
+    if (!wide) {
+        return plain;
+    }
+    const __mmask16 nonpos = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ);
+    const __m512i g = _mm512_maskz_mov_epi32(nonpos, _mm512_set1_epi32((int)0x82000000u));
+    const __m512 s1 = _mm512_castsi512_ps(_mm512_add_epi32(g, _mm512_set1_epi32(0x7f000000)));
+    const __m512 s2 = _mm512_castsi512_ps(_mm512_sub_epi32(e, g));
+    const __mmask16 huge = _mm512_cmp_ps_mask(absn, _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+    const __m512 split = _mm512_mul_ps(_mm512_fmadd_ps(s2, j, s2), s1);
+    return _mm512_mask_blend_ps(huge, _mm512_mask_blend_ps(wide, plain, split),
+                                _mm512_mul_ps(s1, s1));
+}
+
 static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t h, int64_t r0,
                               int64_t nr) {
     const int64_t D = a->head_dim;
@@ -220,6 +274,7 @@ static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t 
     const float *Qt = w->Qt;
     float *Kf = w->Kf, *Vf = w->Vf, *P = w->P, *At = w->At, *M = w->M, *S = w->S;
     double *tsum = w->tsum;
+    const int lanes = tiled_lanes(a->contract);
 
     task_load_q(a, w, h, r0, nr);
 
@@ -273,21 +328,40 @@ static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t 
                 __m512 pv[16];
                 for (int l = 0; l < 16; ++l) {
                     float *pp = P + (j0 + l) * TQ + 16 * rv;
-                    const __m512 e = exp16_avx512(_mm512_sub_ps(_mm512_loadu_ps(pp), Mnew));
+                    const __m512 x = _mm512_sub_ps(_mm512_loadu_ps(pp), Mnew);
+                    const __m512 e = lanes == 16 ? exp16_avx512(x) : vexp_avx2_form_x16(x);
                     pv[l] = _mm512_maskz_mov_ps(live, e); /* a row that sees nothing adds nothing */
                     _mm512_storeu_ps(pp, pv[l]);
                 }
-                __m512 a8[8], b4[4];
-                for (int l = 0; l < 8; ++l) {
-                    a8[l] = _mm512_add_ps(pv[l + 8], pv[l]);
+                /* group sums (one per lanes keys, ascending), each added to the fp64 sum */
+                __m512 t[2];
+                int ng = 1;
+                if (lanes == 16) {
+                    __m512 a8[8], b4[4];
+                    for (int l = 0; l < 8; ++l) {
+                        a8[l] = _mm512_add_ps(pv[l + 8], pv[l]);
+                    }
+                    for (int l = 0; l < 4; ++l) {
+                        b4[l] = _mm512_add_ps(a8[l + 4], a8[l]);
+                    }
+                    t[0] = _mm512_add_ps(_mm512_add_ps(b4[0], b4[2]), _mm512_add_ps(b4[1], b4[3]));
+                } else {
+                    ng = 2;
+                    for (int hg = 0; hg < 2; ++hg) {
+                        const __m512 *pg = pv + 8 * hg;
+                        __m512 a4[4];
+                        for (int l = 0; l < 4; ++l) {
+                            a4[l] = _mm512_add_ps(pg[l + 4], pg[l]);
+                        }
+                        t[hg] = _mm512_add_ps(_mm512_add_ps(a4[0], a4[2]),
+                                              _mm512_add_ps(a4[1], a4[3]));
+                    }
                 }
-                for (int l = 0; l < 4; ++l) {
-                    b4[l] = _mm512_add_ps(a8[l + 4], a8[l]);
+                for (int gi = 0; gi < ng; ++gi) {
+                    ts0 = _mm512_add_pd(ts0, _mm512_cvtps_pd(_mm512_castps512_ps256(t[gi])));
+                    const __m256d hi = _mm512_extractf64x4_pd(_mm512_castps_pd(t[gi]), 1);
+                    ts1 = _mm512_add_pd(ts1, _mm512_cvtps_pd(_mm256_castpd_ps(hi)));
                 }
-                const __m512 t = _mm512_add_ps(_mm512_add_ps(b4[0], b4[2]), _mm512_add_ps(b4[1], b4[3]));
-                ts0 = _mm512_add_pd(ts0, _mm512_cvtps_pd(_mm512_castps512_ps256(t)));
-                ts1 = _mm512_add_pd(ts1, _mm512_cvtps_pd(_mm256_castpd_ps(
-                                                 _mm512_extractf64x4_pd(_mm512_castps_pd(t), 1))));
             }
             _mm512_storeu_pd(tsum + 16 * rv, ts0);
             _mm512_storeu_pd(tsum + 16 * rv + 8, ts1);
@@ -333,6 +407,35 @@ static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t 
 
 #include "tiled_avx2.inc"
 
+/* ops/ggml_vexp.h's vexp_lane_avx2 in 8 lanes (the AVX2 build's own register width). */
+static inline __m256 vexp_avx2_form_x8(__m256 x) {
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(VEXP_LOG2E), _mm256_set1_ps(VEXP_SHIFT));
+    const __m256 n = _mm256_sub_ps(z, _mm256_set1_ps(VEXP_SHIFT));
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(VEXP_LN2_LO),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(VEXP_LN2_HI), x));
+    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_set1_epi32(0x3f800000)));
+    const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 wide = _mm256_cmp_ps(absn, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(VEXP_C5), b, _mm256_set1_ps(VEXP_C4)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(VEXP_C3), b, _mm256_set1_ps(VEXP_C2))),
+        u, _mm256_mul_ps(_mm256_set1_ps(VEXP_C1), b));
+    const __m256 plain = _mm256_fmadd_ps(k, j, k);
+    if (!_mm256_movemask_ps(wide)) {
+        return plain;
+    }
+    const __m256i g = _mm256_and_si256(
+        _mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+        _mm256_set1_epi32((int)0x82000000u));
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+    const __m256 huge = _mm256_cmp_ps(absn, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    const __m256 split = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
+    return _mm256_blendv_ps(_mm256_blendv_ps(plain, split, wide), _mm256_mul_ps(s1, s1), huge);
+}
+
 static void tiled_task_avx2(const v8_attn_args *a, const tiled_ws *w, int64_t h, int64_t r0,
                             int64_t nr) {
     const int64_t D = a->head_dim;
@@ -342,6 +445,7 @@ static void tiled_task_avx2(const v8_attn_args *a, const tiled_ws *w, int64_t h,
     const float *Qt = w->Qt;
     float *Kf = w->Kf, *Vf = w->Vf, *P = w->P, *At = w->At, *M = w->M, *S = w->S;
     double *tsum = w->tsum;
+    const int lanes = tiled_lanes(a->contract);
 
     task_load_q(a, w, h, r0, nr);
     int32_t endv[TQ];
@@ -404,20 +508,39 @@ static void tiled_task_avx2(const v8_attn_args *a, const tiled_ws *w, int64_t h,
                 __m256 pv[16];
                 for (int l = 0; l < 16; ++l) {
                     float *pp = P + (j0 + l) * TQ + 8 * rv;
-                    const __m256 e = exp16_avx2(_mm256_sub_ps(_mm256_loadu_ps(pp), Mnew));
+                    const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(pp), Mnew);
+                    const __m256 e = lanes == 16 ? exp16_avx2(x) : vexp_avx2_form_x8(x);
                     pv[l] = _mm256_and_ps(e, live);
                     _mm256_storeu_ps(pp, pv[l]);
                 }
-                __m256 a8[8], b4[4];
-                for (int l = 0; l < 8; ++l) {
-                    a8[l] = _mm256_add_ps(pv[l + 8], pv[l]);
+                /* group sums (one per lanes keys, ascending), each added to the fp64 sum */
+                __m256 t[2];
+                int ng = 1;
+                if (lanes == 16) {
+                    __m256 a8[8], b4[4];
+                    for (int l = 0; l < 8; ++l) {
+                        a8[l] = _mm256_add_ps(pv[l + 8], pv[l]);
+                    }
+                    for (int l = 0; l < 4; ++l) {
+                        b4[l] = _mm256_add_ps(a8[l + 4], a8[l]);
+                    }
+                    t[0] = _mm256_add_ps(_mm256_add_ps(b4[0], b4[2]), _mm256_add_ps(b4[1], b4[3]));
+                } else {
+                    ng = 2;
+                    for (int hg = 0; hg < 2; ++hg) {
+                        const __m256 *pg = pv + 8 * hg;
+                        __m256 a4[4];
+                        for (int l = 0; l < 4; ++l) {
+                            a4[l] = _mm256_add_ps(pg[l + 4], pg[l]);
+                        }
+                        t[hg] = _mm256_add_ps(_mm256_add_ps(a4[0], a4[2]),
+                                              _mm256_add_ps(a4[1], a4[3]));
+                    }
                 }
-                for (int l = 0; l < 4; ++l) {
-                    b4[l] = _mm256_add_ps(a8[l + 4], a8[l]);
+                for (int gi = 0; gi < ng; ++gi) {
+                    ts0 = _mm256_add_pd(ts0, _mm256_cvtps_pd(_mm256_castps256_ps128(t[gi])));
+                    ts1 = _mm256_add_pd(ts1, _mm256_cvtps_pd(_mm256_extractf128_ps(t[gi], 1)));
                 }
-                const __m256 t = _mm256_add_ps(_mm256_add_ps(b4[0], b4[2]), _mm256_add_ps(b4[1], b4[3]));
-                ts0 = _mm256_add_pd(ts0, _mm256_cvtps_pd(_mm256_castps256_ps128(t)));
-                ts1 = _mm256_add_pd(ts1, _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1)));
             }
             _mm256_storeu_pd(tsum + 8 * rv, ts0);
             _mm256_storeu_pd(tsum + 8 * rv + 4, ts1);

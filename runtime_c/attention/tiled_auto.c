@@ -1,4 +1,5 @@
-/* Provider attn_auto_qtile64_f16kv: contract f16_flash_auto_qtile64.
+/* Provider attn_auto_qtile64_f16kv: contracts f16_flash_auto_qtile64,
+ * f16_flash_auto_qtile64_fp32_dot and f16_flash_auto_qtile64_fp32_dot_8_lane.
  *
  * ggml decides per flash-attention call (one prefill segment) between its
  * one-chunk online path and its 64x64 tiled path: tiled when the query batch
@@ -16,22 +17,33 @@ int v8_attn_auto_uses_tiled(int64_t n_q, int64_t head_dim) {
     return n_q >= V8_ATTN_TILE_Q && head_dim % AUTO_LANES == 0;
 }
 
-/* f16_flash_auto_qtile64_fp32_dot: llama.cpp's current ggml takes the tiled path from 64
- * query rows at any head dim (its x86 build has no lane condition there), and below it the
- * single range whose dot stays in fp32 lanes. */
+/* f16_flash_auto_qtile64_fp32_dot and its AVX2-build twin ..._8_lane: llama.cpp's current
+ * ggml takes the tiled path from 64 query rows at any head dim (its x86 builds have no lane
+ * condition there), and below it the single range whose dot stays in fp32 lanes.  The
+ * twins differ only in the tiled part (the exp and sum groups of the build's lane count). */
+static int auto_fp32_dot(int contract) {
+    return contract == V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT ||
+           contract == V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT_8_LANE;
+}
+
 static int auto_uses_tiled(int contract, int64_t n_q, int64_t head_dim) {
-    if (contract == V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT) return n_q >= V8_ATTN_TILE_Q;
+    if (auto_fp32_dot(contract)) return n_q >= V8_ATTN_TILE_Q;
     return v8_attn_auto_uses_tiled(n_q, head_dim);
 }
 
 static int auto_single_range(int contract) {
-    return contract == V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT ? V8_ATTN_F16_ONLINE_SINGLE_RANGE_FP32_DOT
-                                                               : V8_ATTN_F16_ONLINE_SINGLE_RANGE;
+    return auto_fp32_dot(contract) ? V8_ATTN_F16_ONLINE_SINGLE_RANGE_FP32_DOT
+                                   : V8_ATTN_F16_ONLINE_SINGLE_RANGE;
+}
+
+static int auto_tiled(int contract) {
+    return contract == V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT_8_LANE
+               ? V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE_8_LANE_VEXP
+               : V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE;
 }
 
 static int auto_contract(int contract) {
-    return contract == V8_ATTN_F16_FLASH_AUTO_QTILE64 ||
-           contract == V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT;
+    return contract == V8_ATTN_F16_FLASH_AUTO_QTILE64 || auto_fp32_dot(contract);
 }
 
 size_t v8_attn_auto_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
@@ -48,7 +60,7 @@ size_t v8_attn_auto_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
 v8_status v8_attn_auto_ref(V8_ATTN_ARGS_DECL) {
     V8_REQUIRE(auto_contract(contract), V8_ERR_UNKNOWN_SELECTOR);
     if (auto_uses_tiled(contract, n_q, head_dim)) {
-        return v8_attn_tiled_ref(V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE, AUTO_FORWARD);
+        return v8_attn_tiled_ref(auto_tiled(contract), AUTO_FORWARD);
     }
     return v8_attn_online_f16kv_ref(auto_single_range(contract), AUTO_FORWARD);
 }
@@ -56,7 +68,7 @@ v8_status v8_attn_auto_ref(V8_ATTN_ARGS_DECL) {
 v8_status v8_attn_auto(V8_ATTN_ARGS_DECL) {
     V8_REQUIRE(auto_contract(contract), V8_ERR_UNKNOWN_SELECTOR);
     if (auto_uses_tiled(contract, n_q, head_dim)) {
-        return v8_attn_tiled(V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE, AUTO_FORWARD);
+        return v8_attn_tiled(auto_tiled(contract), AUTO_FORWARD);
     }
     return v8_attn_online_f16kv(auto_single_range(contract), AUTO_FORWARD);
 }
@@ -64,8 +76,7 @@ v8_status v8_attn_auto(V8_ATTN_ARGS_DECL) {
 v8_status v8_attn_auto_parallel_dispatch(v8_threadpool *pool, V8_ATTN_ARGS_DECL) {
     V8_REQUIRE(auto_contract(contract), V8_ERR_UNKNOWN_SELECTOR);
     if (auto_uses_tiled(contract, n_q, head_dim)) {
-        return v8_attn_tiled_parallel_dispatch(
-            pool, V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE, AUTO_FORWARD);
+        return v8_attn_tiled_parallel_dispatch(pool, auto_tiled(contract), AUTO_FORWARD);
     }
     return v8_attn_online_f16kv_parallel_dispatch(pool, auto_single_range(contract), AUTO_FORWARD);
 }

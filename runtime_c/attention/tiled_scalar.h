@@ -1,6 +1,7 @@
 /* Scalar pieces shared by the tiled and llama-regular oracles (internal).
- * Both contracts name ggml's AVX-512 vector expf and the 16-lane sum tree,
- * so one definition serves both. */
+ * Both AVX-512-build contracts name ggml's AVX-512 vector expf and the 16-lane
+ * sum tree, so one definition serves both; tree8 is the AVX2 build's tree (the
+ * tiled 8-lane contract; its exp is ops/ggml_vexp.h's vexp_lane_avx2). */
 #ifndef V8_ATTN_TILED_SCALAR_H
 #define V8_ATTN_TILED_SCALAR_H
 
@@ -36,6 +37,16 @@ static inline float tree16(const float *p) {
         b[i] = a[i + 4] + a[i];
     }
     return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+/* The 8-lane tree of ggml_vec_soft_max_f32's AVX2 step (high half plus low half,
+ * movehl, movehdup): a_i = p_{i+4} + p_i, then (a_0 + a_2) + (a_1 + a_3). */
+static inline float tree8(const float *p) {
+    float a[4];
+    for (int i = 0; i < 4; ++i) {
+        a[i] = p[i + 4] + p[i];
+    }
+    return (a[0] + a[2]) + (a[1] + a[3]);
 }
 
 #endif /* V8_ATTN_TILED_SCALAR_H */

@@ -43,7 +43,10 @@ enum {
     V8_ATTN_BF16_PYTORCH_SDPA = 9,
     V8_ATTN_F16_ONLINE_SINGLE_RANGE_FP32_DOT = 10,
     V8_ATTN_F16_ONLINE_FP32_MERGE_FP32_DOT = 11,
-    V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT = 12
+    V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT = 12,
+    /* llama.cpp's AVX2 build (8 fp32 lanes): the tiled prefill and the composite using it */
+    V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE_8_LANE_VEXP = 13,
+    V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT_8_LANE = 14
 };
 
 /* The contracts whose q.k dot stays in fp32 lanes on every x86 CPU (llama.cpp's current
@@ -51,7 +54,8 @@ enum {
 static inline int v8_attn_fp32_dot_contract(int contract) {
     return contract == V8_ATTN_F16_ONLINE_SINGLE_RANGE_FP32_DOT ||
            contract == V8_ATTN_F16_ONLINE_FP32_MERGE_FP32_DOT ||
-           contract == V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT;
+           contract == V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT ||
+           contract == V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT_8_LANE;
 }
 
 /* Largest head dimension any provider accepts (per-row state lives on the

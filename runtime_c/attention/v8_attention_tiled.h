@@ -21,11 +21,24 @@
  *   tiling, on padding of K beyond the mask, or on the thread count.
  *   Partition: independent (head, 64-query block) tasks, effect none.
  *
+ * Provider attn_tiled64_f16kv - contract f16_kv_tiled64_fp32_softmax_fp64_sum_update_8_lane_vexp
+ *   The same tile recurrence as llama.cpp's AVX2 build computes it (ggml_vec_soft_max_f32's
+ *   __m256 step): scores, running max, libm rescale and the P.V fma chains as above, but
+ *     p_j  = vexp8(s_j - Mn), vexp8 = ggml's AVX2 vector expf (ops/ggml_vexp.h
+ *            vexp_lane_avx2: polynomial without the 1, 2^n from the exponent bits,
+ *            k + k*j, the scale split in two factors when |n| > 126)
+ *     S    = fp32(fp64(S) + sum over the 8 groups of 8 keys, ascending, of
+ *            fp64(tree8(p))), tree8: a_i = p_{i+4} + p_i, (a_0 + a_2) + (a_1 + a_3)
+ *
  * Provider attn_auto_qtile64_f16kv - contract f16_flash_auto_qtile64
  *   The choice ggml makes per prefill segment (per call): the tiled contract
  *   when n_q >= 64 and head_dim is a multiple of 16 (the f32 lane count of the
  *   AVX-512 build; ggml falls back to the one-chunk path otherwise), else
  *   f16_online_single_range (provided by v8_attn_online_f16kv*).
+ *   f16_flash_auto_qtile64_fp32_dot (AVX-512 build) and
+ *   f16_flash_auto_qtile64_fp32_dot_8_lane (AVX2 build): n_q >= 64 at any head_dim runs
+ *   the build's tiled contract (..._sum_update resp. ..._sum_update_8_lane_vexp), below
+ *   f16_online_single_range_fp32_dot.
  *
  * Provider attn_llama_regular_f16kv - contract fp32_llama_regular
  *   s_j = fma chain over d (from 0) of r16(q)[d] * k_j[d]; w_j = s_j * scale,
@@ -44,8 +57,11 @@ extern "C" {
 
 /* The selectors these providers deliver (constants of v8_attention.h). */
 #define V8_ATTN_TILED_CONTRACT V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE
+#define V8_ATTN_TILED_8_LANE_CONTRACT \
+    V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE_8_LANE_VEXP
 #define V8_ATTN_AUTO_CONTRACT V8_ATTN_F16_FLASH_AUTO_QTILE64
 #define V8_ATTN_AUTO_FP32_DOT_CONTRACT V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT
+#define V8_ATTN_AUTO_FP32_DOT_8_LANE_CONTRACT V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT_8_LANE
 #define V8_ATTN_LLAMA_REGULAR_CONTRACT V8_ATTN_FP32_LLAMA_REGULAR
 
 #define V8_ATTN_TILE_Q 64

@@ -41,7 +41,7 @@ def test_packaged_registries_load_with_every_family() -> None:
     families = {c.family for c in registry.contracts.values()}
     assert families == {"attention", "linear", "op"}
     attention = [c for c in registry.contracts.values() if c.family == "attention"]
-    assert len(attention) == 12
+    assert len(attention) == 14
     assert {c.id for c in registry.contracts.values() if c.family == "linear"} == {
         "q4_k_x_q8_k_fp32_block_order",
         "q6_k_x_q8_k_fp32_block_order",

@@ -71,6 +71,32 @@ def expf_ggml512(x):
         return np.where(big, alt, res).astype(F32)
 
 
+def expf_ggml256(x):
+    """ggml_v_expf, AVX2 form (llama.cpp's AVX2 build): the same reduction, a polynomial
+    without the leading 1, k = 2^n built from the exponent bits of z, result k + k*j;
+    126 < |n| <= 192 splits the scale into s2 = 2^n / s1 and s1 = 2^+-126-ish factors,
+    |n| > 192 gives s1 * s1 (0 or +inf)."""
+    x = np.asarray(x, F32)
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        z = fma32(x, HX("0x1.715476p+0"), _R)
+        n = (z - _R).astype(F32)
+        b = fma32(-n, HX("0x1.7f7d1cp-20"), fma32(-n, HX("0x1.62e4p-1"), x))
+        e = (z.view(np.uint32) << np.uint32(23)).astype(np.uint32)
+        k = (e + np.uint32(0x3F800000)).astype(np.uint32).view(F32)
+        u = (b * b).astype(F32)
+        j = fma32(fma32(fma32(HX("0x1.0e4020p-7"), b, HX("0x1.573e2ep-5")), u,
+                        fma32(HX("0x1.555e66p-3"), b, HX("0x1.fffdb6p-2"))),
+                  u, (HX("0x1.ffffecp-1") * b).astype(F32))
+        plain = fma32(k, j, k)
+        g = np.where(n <= 0, np.uint32(0x82000000), np.uint32(0)).astype(np.uint32)
+        s1 = (g + np.uint32(0x7F000000)).astype(np.uint32).view(F32)
+        s2 = (e - g).astype(np.uint32).view(F32)
+        split = (fma32(s2, j, s2) * s1).astype(F32)
+        absn = np.abs(n)
+        out = np.where(absn > F32(126), split, plain)
+        return np.where(absn > F32(192), (s1 * s1).astype(F32), out).astype(F32)
+
+
 _LIBM = ctypes.CDLL(ctypes.util.find_library("m"))
 _LIBM.expf.restype = ctypes.c_float
 _LIBM.expf.argtypes = [ctypes.c_float]
@@ -93,10 +119,22 @@ def reduce16(v):
     return (c0 + c1).astype(F32)
 
 
-# ---- f16_kv_tiled64_fp32_softmax_fp64_sum_update -------------------------------
+def reduce8(v):
+    """ggml_vec_soft_max_f32's AVX2 horizontal sum of 8 lanes (high + low 128-bit halves,
+    movehl, movehdup): (a0 + a2) + (a1 + a3) with a_i = v[i+4] + v[i]."""
+    v = np.asarray(v, F32)
+    a = (v[..., 4:8] + v[..., 0:4]).astype(F32)
+    c0 = (a[..., 0] + a[..., 2]).astype(F32)
+    c1 = (a[..., 1] + a[..., 3]).astype(F32)
+    return (c0 + c1).astype(F32)
 
-def tiled_attention(q, k16, v16, kv_len, q_pos0, causal, scale, n_head_kv):
+
+# ---- f16_kv_tiled64_fp32_softmax_fp64_sum_update (and its 8-lane twin) -----------
+
+def tiled_attention(q, k16, v16, kv_len, q_pos0, causal, scale, n_head_kv, lanes=16):
     """q [n_q][H][D] fp32; k16, v16 [Hkv][cap][D] float16.  Returns [n_q][H][D] fp32.
+    lanes=16: llama.cpp's AVX-512 build (as below); lanes=8: its AVX2 build, where the
+    exp is expf_ggml256 and the tile sum runs over 8 groups of 8 keys with reduce8.
 
     Per (head, query row) and per 64-key tile starting at key 0:
       s = fma chain over d (ascending, from 0) of q[d]*k[d]; s *= scale
@@ -143,12 +181,13 @@ def tiled_attention(q, k16, v16, kv_len, q_pos0, causal, scale, n_head_kv):
             A = np.where(grow[:, None], (A * ms[:, None]).astype(F32), A)
             S = np.where(grow, (S * ms).astype(F32), S)
             M = np.where(live, Mn, M).astype(F32)
+            exp, tree = (expf_ggml512, reduce16) if lanes == 16 else (expf_ggml256, reduce8)
             with np.errstate(invalid="ignore"):
-                p = expf_ggml512((s - M[:, None]).astype(F32))
+                p = exp((s - M[:, None]).astype(F32))
             p = np.where(live[:, None], p, F32(0)).astype(F32)
             tsum = np.zeros(n_q, F64)
-            for g in range(KV_TILE // 16):
-                tsum = tsum + reduce16(p[:, 16 * g:16 * g + 16]).astype(F64)
+            for g in range(KV_TILE // lanes):
+                tsum = tsum + tree(p[:, lanes * g:lanes * (g + 1)]).astype(F64)
             S = np.where(live, (S.astype(F64) + tsum).astype(F32), S)
             for j in range(KV_TILE):
                 A = fma32(p[:, j:j + 1], vt[None, j, :], A)
@@ -205,6 +244,15 @@ def make_case(seed, n_q, past, n_head, n_head_kv, d, causal=True, extra_cap=7, k
 
 
 # ---- ggml (external oracle) ---------------------------------------------------
+
+def ggml_python_build() -> str:
+    """The x86 build class ("avx512", "avx2", "other") of ggml-python's libggml, the
+    backend ggml_flash_attn compares against (as GgmlOps.build for llama.cpp's)."""
+    import ggml
+    if ggml.ggml_cpu_has_avx512():
+        return "avx512"
+    return "avx2" if ggml.ggml_cpu_has_avx2() else "other"
+
 
 def _ggml_ctx(mem_bytes):
     import ggml
@@ -271,6 +319,8 @@ SELECTORS = {
     "f16_online_single_range_fp32_dot": 10,
     "f16_online_fp32_merge_fp32_dot": 11,
     "f16_flash_auto_qtile64_fp32_dot": 12,
+    "f16_kv_tiled64_fp32_softmax_fp64_sum_update_8_lane_vexp": 13,
+    "f16_flash_auto_qtile64_fp32_dot_8_lane": 14,
 }
 
 
