@@ -25,7 +25,6 @@ from v8passes.c_inline import NEEDS_OPS_HEADER, inline_functions
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -37,6 +36,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.utils.target import Target
 
 from v8dialect.diagnostics import V8Error, located, op_error
+from v8dialect.ir_types import array_items, memref_type
 from v8dialect.lowered import ArenaSliceOp, CallOp, CExprAttr, InlineOp, ViewOp
 from v8dialect.ops import dtype_name
 from v8dialect.pinning import check_pinned
@@ -54,8 +54,9 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def element_c_type(value: SSAValue) -> str:
-    assert isinstance(value.type, MemRefType)
-    return C_ELEMENT[dtype_name(value.type.get_element_type())]  # pyright: ignore
+    memref = memref_type(value.type)
+    assert memref is not None
+    return C_ELEMENT[dtype_name(memref.get_element_type())]
 
 
 # ---- checks before printing ----------------------------------------------------------
@@ -119,9 +120,9 @@ class PhasePrinter:
     def parameters(self) -> list[str]:
         args = list(self.fn.body.block.args)
         first_output = len(args) - self.n_outputs()
-        written_attr = self.fn.attributes.get("v8.written_args")
-        written = ({a.value.data for a in written_attr.data if isinstance(a, IntegerAttr)}
-                   if isinstance(written_attr, ArrayAttr) else set[int]())
+        written_items = array_items(self.fn.attributes.get("v8.written_args"))
+        written = ({a.value.data for a in written_items if isinstance(a, IntegerAttr)}
+                   if written_items is not None else set[int]())
         params: list[str] = []
         used: set[str] = set()
         for i, arg in enumerate(args):
@@ -158,13 +159,13 @@ class PhasePrinter:
         self.w.line()
 
     def print_scratch_function(self) -> None:
-        sizes = self.fn.attributes.get("v8.scratch_sizes")
-        assert isinstance(sizes, ArrayAttr)
+        sizes = array_items(self.fn.attributes.get("v8.scratch_sizes"))
+        assert sizes is not None
         self.w.line(f"size_t {self.phase}_scratch_bytes(v8_threadpool *pool) {{")
         self.w.indent += 1
         self.w.line("size_t need = 0;")
         uses_pool = False
-        for size in sizes.data:
+        for size in sizes:
             assert isinstance(size, CExprAttr)
             uses_pool |= "pool" in size.text.data
             self.w.line(f"need = v8_max_size(need, {size.text.data});")
@@ -199,9 +200,9 @@ class PhasePrinter:
 
     def runtime_checks(self) -> Iterator[str]:
         """Conditions prepare-calls derived from the kernels' ABIs (e.g. KV capacity)."""
-        checks = self.fn.attributes.get("v8.runtime_checks")
-        if isinstance(checks, ArrayAttr):
-            for check in checks.data:
+        checks = array_items(self.fn.attributes.get("v8.runtime_checks"))
+        if checks is not None:
+            for check in checks:
                 assert isinstance(check, CExprAttr)
                 yield check.text.data
 
@@ -287,8 +288,8 @@ def inline_kinds(module: ModuleOp) -> dict[str, tuple[str, tuple[str, ...]]]:
 
 
 def headers(module: ModuleOp) -> list[str]:
-    attr = module.attributes.get(HEADERS_ATTR)
-    found = [h.data for h in attr.data if isinstance(h, StringAttr)] if isinstance(attr, ArrayAttr) else []
+    items = array_items(module.attributes.get(HEADERS_ATTR))
+    found = [h.data for h in items if isinstance(h, StringAttr)] if items is not None else []
     return sorted(set(found))
 
 

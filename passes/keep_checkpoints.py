@@ -22,6 +22,7 @@ from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
 from v8dialect.diagnostics import V8Error, op_error
+from v8dialect.ir_types import array_items
 from v8dialect.lowered import KernelOp
 from v8dialect.ops import GraphOp
 
@@ -52,10 +53,10 @@ def keep_function_checkpoints(fn: func.FuncOp) -> None:
 
 def checkpoint_names(fn: func.FuncOp) -> list[str]:
     """The node names of a phase's checkpoint results (empty for a plain build)."""
-    attr = fn.attributes.get(CHECKPOINTS_ATTR)
-    if not isinstance(attr, ArrayAttr):
+    items = array_items(fn.attributes.get(CHECKPOINTS_ATTR))
+    if items is None:
         return []
-    return [a.data for a in attr.data if isinstance(a, StringAttr)]
+    return [a.data for a in items if isinstance(a, StringAttr)]
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,12 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     StringAttr,
-    TensorType,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from v8dialect.diagnostics import V8Error, op_error
+from v8dialect.ir_types import ssa_value, tensor_type
 from v8dialect.lowered import AllocOp, KernelOp, ViewOp
 from v8dialect.ops import GraphOp, ReshapeOp
 from v8dialect.pinning import check_pinned
@@ -35,16 +35,17 @@ NOT_PARAMS = frozenset({"node", "phase", "contract", "execution", "requirement",
 
 
 def buffer_type(value_type: Attribute) -> MemRefType[Attribute]:
-    assert isinstance(value_type, TensorType)
-    return MemRefType(value_type.get_element_type(), value_type.get_shape())  # pyright: ignore
+    tensor = tensor_type(value_type)
+    assert tensor is not None
+    return MemRefType(tensor.get_element_type(), tensor.get_shape())
 
 
 def operand_roles(op: GraphOp) -> list[tuple[str, SSAValue]]:
     """The op's operands by their definition names (q, k, v / x, w, bias / ...)."""
     roles: list[tuple[str, SSAValue]] = []
     for name, _ in type(op).get_irdl_definition().operands:
-        value = getattr(op, name)
-        if isinstance(value, SSAValue):
+        value = ssa_value(getattr(op, name))
+        if value is not None:
             roles.append((name, value))
     return roles
 
@@ -104,7 +105,7 @@ class FunctionLowering:
 
 def lower_function(fn: func.FuncOp) -> None:
     old_block = fn.body.block
-    arg_types = [buffer_type(a.type) if isinstance(a.type, TensorType) else a.type for a in old_block.args]
+    arg_types = [buffer_type(a.type) if tensor_type(a.type) is not None else a.type for a in old_block.args]
     block = Block(arg_types=arg_types)
     for new, old in zip(block.args, old_block.args, strict=True):
         new.name_hint = old.name_hint
@@ -112,7 +113,7 @@ def lower_function(fn: func.FuncOp) -> None:
     lowering = FunctionLowering(values, block)
     for op in list(old_block.ops):
         lowering.lower(op)
-    results = [buffer_type(t) if isinstance(t, TensorType) else t for t in fn.function_type.outputs]
+    results = [buffer_type(t) if tensor_type(t) is not None else t for t in fn.function_type.outputs]
     fn.body.detach_block(old_block)
     for op in reversed(list(old_block.ops)):
         op.detach()

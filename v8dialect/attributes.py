@@ -35,6 +35,7 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
 from v8dialect import vocab
+from v8dialect.ir_types import array_items, int_data
 
 # ---- enums -----------------------------------------------------------------
 
@@ -166,13 +167,15 @@ class Words(FieldKind):
         return ArrayAttr(items)
 
     def print(self, printer: Printer, value: Attribute) -> None:
-        assert isinstance(value, ArrayAttr)
-        printer.print_string("[" + ", ".join(s.data for s in _strings(value)) + "]")
+        items = array_items(value)
+        assert items is not None
+        printer.print_string("[" + ", ".join(s.data for s in _strings(items)) + "]")
 
     def check(self, key: str, value: Attribute) -> None:
-        if not isinstance(value, ArrayAttr):
+        items = array_items(value)
+        if items is None:
             raise VerifyException(f"{key} must be a list")
-        for item in _strings(value):
+        for item in _strings(items):
             Word(self.words).check(key, item)
 
 
@@ -192,8 +195,9 @@ class Integer(FieldKind):
         return IntAttr(parser.parse_integer(allow_negative=False))
 
     def print(self, printer: Printer, value: Attribute) -> None:
-        assert isinstance(value, IntAttr)
-        printer.print_string(str(value.data))
+        number = int_data(value)
+        assert number is not None
+        printer.print_string(str(number))
 
 
 @dataclass(frozen=True)
@@ -214,8 +218,8 @@ class Nested(FieldKind):
             raise VerifyException(f"{key} must be {names}")
 
 
-def _strings(array: ArrayAttr[Attribute]) -> list[StringAttr]:
-    return [s for s in array.data if isinstance(s, StringAttr)]
+def _strings(items: tuple[Attribute, ...]) -> list[StringAttr]:
+    return [s for s in items if isinstance(s, StringAttr)]
 
 
 class KeywordAttribute(ParametrizedAttribute):
@@ -366,7 +370,7 @@ class PartitionAttr(ParametrizedAttribute):
                 f"partition '{kind}' must declare effect = {expected}, not {self.effect.data}"
             )
         allowed = vocab.PARTITION_KINDS[kind][1]
-        given = set(self.params.data)
+        given = frozenset(self.params.data)
         if given != allowed:
             extra = sorted(given - allowed)
             missing = sorted(allowed - given)

@@ -23,6 +23,7 @@ from v8dialect.attributes import (
     PartitionAttr,
 )
 from v8dialect.contracts import Contract, ContractRegistry, Partition
+from v8dialect.ir_types import array_items, int_data
 
 
 def partition_attr(partition: Partition) -> PartitionAttr:
@@ -60,12 +61,12 @@ def to_attr(contract: Contract, registry: ContractRegistry) -> AnyContractAttr:
     words = [StringAttr(v) for _, v in contract.fields]
     partition = partition_attr(contract.partition)
     if contract.family == "attention":
-        return AttentionContractAttr(StringAttr(contract.id), *words, partition)
+        return AttentionContractAttr.new([StringAttr(contract.id), *words, partition])
     if contract.family == "linear":
-        return LinearContractAttr(StringAttr(contract.id), *words, partition)
+        return LinearContractAttr.new([StringAttr(contract.id), *words, partition])
     assert contract.op is not None
     points = ArrayAttr([StringAttr(p) for p in contract.rounding_points])
-    return OpContractAttr(StringAttr(contract.id), StringAttr(contract.op), *words, points, partition)
+    return OpContractAttr.new([StringAttr(contract.id), StringAttr(contract.op), *words, points, partition])
 
 
 def differences(attr: AnyContractAttr, contract: Contract, registry: ContractRegistry) -> list[str]:
@@ -92,10 +93,10 @@ def _field_differences(ir: KeywordAttribute, reg: KeywordAttribute, prefix: str)
 def _show(value: Attribute) -> str:
     if isinstance(value, StringAttr):
         return value.data
-    if isinstance(value, IntAttr):
-        return str(value.data)
-    if isinstance(value, ArrayAttr):
-        return "[" + ", ".join(_show(v) for v in value.data) + "]"
+    if (number := int_data(value)) is not None:
+        return str(number)
+    if (items := array_items(value)) is not None:
+        return "[" + ", ".join(_show(v) for v in items) + "]"
     return str(value)
 
 

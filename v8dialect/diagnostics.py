@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from xdsl.dialects.builtin import ArrayAttr, CallSiteLoc, FileLineColLoc, FusedLoc, NameLoc, StringAttr
+from xdsl.dialects.builtin import CallSiteLoc, FileLineColLoc, FusedLoc, NameLoc, StringAttr
 from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import DiagnosticException
 
+from v8dialect.ir_types import array_items
 from v8dialect.jsondata import DataError
 
 EXCERPT_WIDTH = 120  # contract attributes make long lines; the op's start is what matters
@@ -42,8 +43,8 @@ def file_location(loc: Attribute) -> FileLineColLoc | None:
             return file_location(loc.location)
         case CallSiteLoc():
             return file_location(loc.callee) or file_location(loc.caller)
-        case FusedLoc() if isinstance(loc.locations, ArrayAttr):
-            for part in loc.locations:
+        case FusedLoc() if (parts := array_items(loc.locations)) is not None:
+            for part in parts:
                 if (found := file_location(part)) is not None:
                     return found
             return None

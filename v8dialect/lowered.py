@@ -176,12 +176,15 @@ class CallOp(PinnedOp):
 
     def verify_(self) -> None:
         for arg in self.args.data:
-            if isinstance(arg, IntegerAttr) and isinstance(arg.type, IndexType):
-                if not 0 <= arg.value.data < len(self.buffers):
-                    raise VerifyException(f"argument refers to buffer #{arg.value.data}, "
-                                          f"but the call has {len(self.buffers)}")
-            elif not isinstance(arg, IntegerAttr | FloatAttr | CExprAttr):
-                raise VerifyException(f"unsupported call argument {arg}")
+            match arg:
+                case IntegerAttr(type=IndexType()):
+                    if not 0 <= arg.value.data < len(self.buffers):
+                        raise VerifyException(f"argument refers to buffer #{arg.value.data}, "
+                                              f"but the call has {len(self.buffers)}")
+                case IntegerAttr() | FloatAttr() | CExprAttr():
+                    pass
+                case _:
+                    raise VerifyException(f"unsupported call argument {arg}")
 
 
 @irdl_op_definition

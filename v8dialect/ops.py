@@ -63,6 +63,7 @@ from v8dialect.attributes import (
     RequirementAttr,
     ResolvedAttr,
 )
+from v8dialect.ir_types import tensor_type
 
 QK_BLOCK = 256  # weights per K-quant super-block
 # weights per block of each quantized weight type (K must be a multiple)
@@ -94,19 +95,22 @@ def dtype_name(element: Attribute) -> str:
 
 
 def tensor(value_type: Attribute, what: str, rank: int) -> TensorType[Attribute]:
-    if not isinstance(value_type, TensorType) or len(value_type.get_shape()) != rank:
+    found = tensor_type(value_type)
+    if found is None or len(found.get_shape()) != rank:
         raise VerifyException(f"{what} must be a rank-{rank} tensor, got {value_type}")
-    return value_type  # pyright: ignore[reportUnknownVariableType]
+    return found
 
 
 def shape(value_type: Attribute) -> tuple[int, ...]:
-    assert isinstance(value_type, TensorType)
-    return tuple(value_type.get_shape())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    found = tensor_type(value_type)
+    assert found is not None
+    return tuple(found.get_shape())
 
 
 def element(value_type: Attribute) -> str:
-    assert isinstance(value_type, TensorType)
-    return dtype_name(value_type.get_element_type())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    found = tensor_type(value_type)
+    assert found is not None
+    return dtype_name(found.get_element_type())
 
 
 class GraphOp(IRDLOperation):
@@ -303,7 +307,7 @@ class NormOp(GraphOp):
     )
 
     def verify_(self) -> None:
-        x_shape = shape(self.x.type) if isinstance(self.x.type, TensorType) else ()
+        x_shape = shape(self.x.type) if tensor_type(self.x.type) is not None else ()
         if not x_shape:
             raise VerifyException(f"x must be a ranked tensor, got {self.x.type}")
         if shape(tensor(self.w.type, "weight", 1)) != (x_shape[-1],):
@@ -365,7 +369,7 @@ class RopeOp(GraphOp):
 
     def verify_(self) -> None:
         t, _, d = shape(tensor(self.x.type, "x", 3))
-        pos = shape(self.positions.type) if isinstance(self.positions.type, TensorType) else ()
+        pos = shape(self.positions.type) if tensor_type(self.positions.type) is not None else ()
         if not pos or pos[-1] != t or element(self.positions.type) != "i32":
             raise VerifyException(f"positions must be an i32 tensor whose last dim is {t}")
         n = self.n_dims.value.data
@@ -495,7 +499,7 @@ class KVStoreOp(GraphOp):
 
     name = "v8.kv_store"
     KERNEL_OP: ClassVar[str] = "kv_store"
-    IN_PLACE: ClassVar[str] = "cache"
+    IN_PLACE: ClassVar[str | None] = "cache"
 
     rows = operand_def(TensorType)
     cache = operand_def(TensorType)
@@ -632,7 +636,7 @@ class RecurrentOp(GraphOp):
             "result": (self.out.type, (t, hv * dv)),
         }
         for what, (value_type, dims) in expected.items():
-            if not isinstance(value_type, TensorType) or shape(value_type) != dims:
+            if tensor_type(value_type) is None or shape(value_type) != dims:
                 shown = "x".join(map(str, dims))
                 raise VerifyException(f"{what} must be a {shown} tensor, got {value_type}")
         if k < 2 or cw != c:
@@ -702,7 +706,7 @@ class GeluOp(GraphOp):
     assembly_format = "$node $phase $x `contract` qualified($contract) " + _TAIL
 
     def verify_(self) -> None:
-        if not isinstance(self.x.type, TensorType) or self.out.type != self.x.type:
+        if tensor_type(self.x.type) is None or self.out.type != self.x.type:
             raise VerifyException(f"result type must equal x's, got {self.x.type} -> {self.out.type}")
         self.verify_contract_op()
 
@@ -762,9 +766,9 @@ class ReshapeOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
     def verify_(self) -> None:
-        src, dst = self.input.type, self.result.type
-        assert isinstance(src, TensorType) and isinstance(dst, TensorType)
-        if src.get_element_type() != dst.get_element_type():  # pyright: ignore
+        src, dst = tensor_type(self.input.type), tensor_type(self.result.type)
+        assert src is not None and dst is not None
+        if src.get_element_type() != dst.get_element_type():
             raise VerifyException("reshape keeps the element type")
         if _count(shape(src)) != _count(shape(dst)):
             raise VerifyException(f"reshape keeps the element count ({src} vs {dst})")
