@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 
 class DataError(Exception):
@@ -55,6 +55,16 @@ def load_json(file: Path) -> Any:
         raise DataError(file, "$", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
 
 
+def _as_dict(value: object) -> dict[Any, Any] | None:
+    """`value` if it is a dict (a JSON object), else None; typed, unlike isinstance's dict[Unknown, Unknown]."""
+    return cast("dict[Any, Any]", value) if isinstance(value, dict) else None
+
+
+def _as_list(value: object) -> list[Any] | None:
+    """`value` if it is a list (a JSON array), else None; typed, unlike isinstance's list[Unknown]."""
+    return cast("list[Any]", value) if isinstance(value, list) else None
+
+
 @dataclass(frozen=True)
 class Node:
     """A JSON value together with where it came from."""
@@ -76,9 +86,10 @@ class Node:
     # -- shape checks -------------------------------------------------------
 
     def object(self, required: Sequence[str], optional: Sequence[str] = ()) -> Node:
-        if not isinstance(self.value, dict):
+        mapping = _as_dict(self.value)
+        if mapping is None:
             raise self.error(f"expected an object, got {type_name(self.value)}")
-        keys: set[str] = set(self.value)  # pyright: ignore[reportUnknownArgumentType]
+        keys: set[str] = set(mapping)
         unknown = sorted(keys - set(required) - set(optional))
         if unknown:
             raise self.error(f"unknown field '{unknown[0]}' (allowed: {', '.join(required)}"
@@ -89,19 +100,21 @@ class Node:
         return self
 
     def has(self, key: str) -> bool:
-        return isinstance(self.value, dict) and key in self.value
+        return (mapping := _as_dict(self.value)) is not None and key in mapping
 
     def items(self) -> Iterator[Node]:
-        if not isinstance(self.value, list):
+        values = _as_list(self.value)
+        if values is None:
             raise self.error(f"expected a list, got {type_name(self.value)}")
-        for i in range(len(self.value)):  # pyright: ignore[reportUnknownArgumentType]
+        for i in range(len(values)):
             yield self.child(i)
 
     def entries(self) -> Iterator[tuple[str, Node]]:
-        if not isinstance(self.value, dict):
+        mapping = _as_dict(self.value)
+        if mapping is None:
             raise self.error(f"expected an object, got {type_name(self.value)}")
-        for key in self.value:  # pyright: ignore[reportUnknownVariableType]
-            yield str(key), self.child(str(key))  # pyright: ignore[reportUnknownArgumentType]
+        for key in mapping:
+            yield str(key), self.child(str(key))
 
     def string(self) -> str:
         if not isinstance(self.value, str):

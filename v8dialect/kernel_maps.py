@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from v8dialect import vocab
 from v8dialect.contracts import ContractRegistry
@@ -181,30 +182,43 @@ def _constraints(node: Node) -> dict[str, int]:
     return {key: child.integer(minimum=1) for key, child in node.entries()}
 
 
-def _call_binding(node: Node) -> dict[str, object]:
+class _CallBinding(TypedDict, total=False):
+    """The KernelMap fields a map with emission "call" binds (absent ones keep their defaults)."""
+
+    functions: Mapping[str, str]
+    header: str
+    sources: tuple[str, ...]
+    abi_returns: str
+    abi_args: tuple[AbiArg, ...]
+    scratch_function: str
+    scratch_args: tuple[str, ...]
+
+
+def _call_binding(node: Node) -> _CallBinding:
     node.object(REQUIRED + CALL_FIELDS, OPTIONAL)
     functions = node.child("functions").object(["oracle", "production"], ["threadpool"])
     abi = node.child("abi").object(["returns", "args"])
-    return dict(
+    binding = _CallBinding(
         functions={role: child.string() for role, child in functions.entries()},
         header=node.child("header").string(),
         sources=node.child("sources").strings(nonempty=False),
         abi_returns=abi.child("returns").string(),
         abi_args=tuple(_abi_arg(a) for a in abi.child("args").items()),
-        **_scratch(node),
     )
+    binding.update(_scratch(node))
+    return binding
 
 
-def _scratch(node: Node) -> dict[str, object]:
+def _scratch(node: Node) -> _CallBinding:
     """How many scratch bytes a call needs: a header function and the ABI names it takes."""
     if not node.has("scratch"):
         return {}
     spec = node.child("scratch").object(["function", "args"])
-    return dict(scratch_function=spec.child("function").string(),
-                scratch_args=spec.child("args").strings(nonempty=False))
+    return _CallBinding(scratch_function=spec.child("function").string(),
+                        scratch_args=spec.child("args").strings(nonempty=False))
 
 
-def _no_call_binding(node: Node) -> dict[str, object]:
+def _no_call_binding(node: Node) -> _CallBinding:
     present = [f for f in CALL_FIELDS if node.has(f)]
     if present:
         raise node.child(present[0]).error("an inline map binds no C function; remove this field")
