@@ -204,6 +204,7 @@ def update_circuit_files(index: LedgerIndex) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    assert __doc__ is not None  # the module docstring is the command's help
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ledger", type=Path, default=None, help="ledger file (default: V8_EVIDENCE_LEDGER)")
     parser.add_argument("--update", action="store_true", help="rewrite statuses from the ledger")

@@ -32,6 +32,7 @@ class UsageError(Exception):
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    assert __doc__ is not None  # the module docstring is the command's help
     p = argparse.ArgumentParser(prog="v8-run", description=__doc__.split("\n\n")[0])
     p.add_argument("model", type=Path, help="a GGUF file")
     p.add_argument("--circuit", required=True, help="a family name or a circuit file")

@@ -131,7 +131,7 @@ def read_tensor(t: GgmlTensor) -> np.ndarray[Any, Any]:
     strides = [int(t.nb[i]) for i in range(GGML_MAX_DIMS)]
     span = sum((n - 1) * s for n, s in zip(dims, strides, strict=True)) + dtype.itemsize
     raw = (ctypes.c_uint8 * span).from_address(t.data)
-    values = np.ndarray(shape=dims[::-1], dtype=dtype, buffer=raw, strides=strides[::-1])
+    values = np.ndarray(shape=dims[::-1], dtype=dtype, buffer=memoryview(raw), strides=strides[::-1])
     out = np.array(values, dtype=np.float32)
     while out.ndim > 1 and out.shape[0] == 1:
         out = out[0]
@@ -182,12 +182,16 @@ class LlamaCppModel:
             self.model = None
 
 
+def _drop_log(level: int, text: bytes | None, user_data: int | None) -> None:
+    """A llama_log_callback that drops llama.cpp's log messages."""
+
+
 class Vocabulary:
     """llama.cpp's tokenizer of a GGUF file (the file loaded vocabulary-only)."""
 
     def __init__(self, path: Path) -> None:
         self.lib = import_llama_cpp()
-        self._log_cb = self.lib.llama_log_callback(lambda level, text, data: None)
+        self._log_cb = self.lib.llama_log_callback(_drop_log)
         self.lib.llama_log_set(self._log_cb, None)
         params = self.lib.llama_model_default_params()
         params.vocab_only = True

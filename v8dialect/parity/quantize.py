@@ -31,7 +31,7 @@ def quantize(src: Path, dst: Path, file_type: str, threads: int = 1) -> None:
     params.ftype = ftype
     params.nthread = threads
     status = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(),
-                                            ctypes.byref(params))
+                                            ctypes.pointer(params))
     if status != 0:
         raise RuntimeError(f"llama_model_quantize({src} -> {dst}, {file_type}) returned {status}")
 
