@@ -70,7 +70,7 @@ def test_production_matches_oracle(isa, evidence):
     level, mask = ISA[isa]
     if lb.v8_cpu_best_isa() < level:
         evidence(Rung.PRODUCTION, Outcome.UNRESOLVED, contract=CONTRACT, provider=PROVIDER, isa=isa)
-        pytest.fail(f"CPU lacks {isa}")
+        pytest.skip(f"CPU lacks {isa}: this production variant stays unresolved on this host")
     lb.v8_cpu_restrict(mask)
     results = []
     try:

@@ -90,7 +90,7 @@ def test_production_matches_oracle(isa, evidence):
     want = 2 if isa == "avx512" else 1
     if lb.v8_cpu_best_isa() < want:
         evidence(Rung.PRODUCTION, Outcome.UNRESOLVED, contract=CONTRACT, provider=PROVIDER, isa=isa)
-        pytest.fail(f"CPU lacks {isa}")
+        pytest.skip(f"CPU lacks {isa}: this production variant stays unresolved on this host")
     lb.v8_cpu_restrict(V8_CPU_ALL if isa == "avx512" else V8_CPU_AVX2_FMA_F16C)
     results = []
     try:
