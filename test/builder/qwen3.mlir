@@ -1,8 +1,9 @@
 // A tiny Qwen3 GGUF (2 layers, Q4_K/Q6_K projections) built into GraphIR: prefill and decode,
 // node names per layer, contracts chosen by tensor type and KV-cache dtype, requirements and
-// locations pointing at the op's entry in circuits/qwen3.json.
+// locations pointing at the op's entry in circuits/qwen3.json.  The ggml build is pinned so the
+// checked contracts do not depend on the host's vector width.
 // RUN: %python %S/../Inputs/circuits/tiny_gguf.py qwen3 %t.gguf
-// RUN: v8-build %t.gguf --circuit qwen3 -o %t.mlir
+// RUN: v8-build %t.gguf --circuit qwen3 --set ggml_build=avx512 -o %t.mlir
 // RUN: filecheck %s --input-file %t.mlir
 // The output parses and verifies, and every op resolves against the packaged kernel maps.
 // RUN: v8-opt --resolve-contracts %t.mlir | filecheck %s --check-prefix=RESOLVED
