@@ -11,6 +11,7 @@ Program whose phases take and return numpy arrays.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from io import StringIO
@@ -21,13 +22,14 @@ from typing import Any
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func, get_all_dialects
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 
 from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild
 from v8dialect.cbuild import build as compile_extension
 from v8dialect.dialect import V8
+from v8dialect.ir_types import array_items
 from v8dialect.ledger import read_ledger
 from v8dialect.lowered import KernelOp
 from v8dialect.ops import GraphOp, dtype_name
@@ -128,10 +130,30 @@ def signature(fn: func.FuncOp) -> PhaseSignature:
     return PhaseSignature(fn.sym_name.data, tuple(buffers[:split]), tuple(buffers[split:]))
 
 
-def _aligned(nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
+Bytes = np.ndarray[Any, np.dtype[np.uint8]]
+
+
+def _aligned(nbytes: int) -> Bytes:
     raw = np.zeros(nbytes + ALIGN, dtype=np.uint8)
     offset = (-raw.ctypes.data) % ALIGN
     return raw[offset:offset + nbytes]
+
+
+class _Workspace(threading.local):
+    """Arena and scratch buffers kept between calls, one set per Python thread: allocating
+    (and page-faulting) them on every call costs a decode step measurable time, and two threads
+    running the same Program at once must not share intermediates.  Every op writes its arena
+    and scratch before reading them, so their contents never carry over into a result."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[tuple[str, str], Bytes] = {}
+
+    def get(self, key: tuple[str, str], nbytes: int) -> Bytes:
+        buf = self.buffers.get(key)
+        if buf is None or buf.nbytes < nbytes:
+            buf = _aligned(max(nbytes, 1))
+            self.buffers[key] = buf
+        return buf
 
 
 @dataclass
@@ -142,14 +164,17 @@ class Program:
     phases: Mapping[str, PhaseSignature]
     c_source: str
     _pools: dict[int, Any] = field(default_factory=dict[int, Any])
+    _workspace: _Workspace = field(default_factory=_Workspace)
+    _pool_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def pool(self, workers: int) -> Any:
-        if workers not in self._pools:
-            pool = self.extension.lib.v8_threadpool_create(workers)
-            if pool == self.extension.ffi.NULL:
-                raise ValueError(f"cannot create a threadpool of {workers} workers")
-            self._pools[workers] = pool
-        return self._pools[workers]
+        with self._pool_lock:  # two threads asking at once get the same pool, never two
+            if workers not in self._pools:
+                pool = self.extension.lib.v8_threadpool_create(workers)
+                if pool == self.extension.ffi.NULL:
+                    raise ValueError(f"cannot create a threadpool of {workers} workers")
+                self._pools[workers] = pool
+            return self._pools[workers]
 
     def close(self) -> None:
         for pool in self._pools.values():
@@ -171,9 +196,9 @@ class Program:
         if unknown:
             raise ValueError(f"{phase}: unknown inputs {unknown}")
         outputs = [np.zeros(b.shape, dtype=NUMPY_DTYPES[b.dtype]) for b in sig.outputs]
-        arena = _aligned(getattr(lib, f"{phase}_arena_bytes")())
+        arena = self._workspace.get((phase, "arena"), getattr(lib, f"{phase}_arena_bytes")())
         scratch_bytes = getattr(lib, f"{phase}_scratch_bytes")(pool)
-        scratch = _aligned(max(scratch_bytes, 1))
+        scratch = self._workspace.get((phase, "scratch"), scratch_bytes)
         status = getattr(lib, phase)(pool, n_past, ffi.from_buffer(arena), ffi.from_buffer(scratch),
                                      scratch_bytes, *args, *(ffi.from_buffer(o) for o in outputs))
         if status != 0:
@@ -201,10 +226,8 @@ def build(module: ModuleOp | str, *, kernel_maps: str | None = None, registry: s
     c_source = emit_c(module)
     functions = [op for op in module.walk() if isinstance(op, func.FuncOp)]
     phases = {fn.sym_name.data: signature(fn) for fn in functions}
-    sources_attr = module.attributes.get("v8.c_sources")
-    kernel_sources: Sequence[str] = (
-        [s.data for s in sources_attr.data if isinstance(s, StringAttr)]
-        if isinstance(sources_attr, ArrayAttr) else [])
+    kernel_sources: Sequence[str] = [s.data for s in array_items(module.attributes.get("v8.c_sources"))
+                                     or () if isinstance(s, StringAttr)]
     spec = CBuild(
         name=name,
         cdef=RUNTIME_CORE_CDEF + "".join(p.cdef() for p in phases.values()),

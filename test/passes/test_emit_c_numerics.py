@@ -116,6 +116,18 @@ def test_threadpool_gives_serial_bits(program: Program, inputs: dict[str, Array]
     assert np.array_equal(serial.view(np.uint32), threaded.view(np.uint32))
 
 
+def test_a_poisoned_workspace_changes_no_bit(program: Program, inputs: dict[str, Array]) -> None:
+    """Program.run keeps its arena and scratch between calls; every op must write them before it
+    reads them, so NaN bytes left in them by anything cannot reach a result."""
+    (clean,) = program.run("prefill", workers=2, **inputs)
+    buffers = program._workspace.buffers  # pyright: ignore[reportPrivateUsage]
+    assert buffers, "the run kept no workspace"
+    for buf in buffers.values():
+        buf.fill(0xFF)
+    (again,) = program.run("prefill", workers=2, **inputs)
+    assert np.array_equal(clean.view(np.uint32), again.view(np.uint32))
+
+
 def test_the_model_can_see_a_wrong_order(inputs: dict[str, Array]) -> None:
     """A pairwise-summed linear (numpy's own) differs from the ascending contract."""
     h = rmsnorm(inputs["x"], inputs["norm_w"])
