@@ -13,6 +13,7 @@ tab or form feed.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
@@ -65,18 +66,31 @@ def decode_source(data: bytes, name: str, line_offset: int = 0) -> str:
 
 
 class LocatingParser(Parser):
-    """A parser that gives every op without an explicit loc its file:line:col."""
+    """A parser that gives every op without an explicit loc its file:line:col.
+
+    Line numbers come from a table of line starts built once: Span.get_location counts the
+    newlines from the top of the file for every call, which made parsing quadratic in the
+    length of the module."""
 
     def __init__(self, *args: object, line_offset: int = 0, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.line_offset = line_offset
+        self._line_starts: list[int] | None = None
+
+    def _line_and_column(self, span: Span[str]) -> tuple[int, int]:
+        if self._line_starts is None:
+            text = span.input.content
+            self._line_starts = [0, *(m.end() for m in re.finditer("\n", text))]
+        line = bisect_right(self._line_starts, span.start)  # 1-based: starts at or before
+        return line + span.line_offset, span.start - self._line_starts[line - 1] + 1
 
     def parse_operation(self) -> Operation:
-        start = self._current_token.span.get_location()
+        span = self._current_token.span
         op = super().parse_operation()
         if isinstance(op.location, UnknownLoc):
+            line, col = self._line_and_column(span)
             op.location = FileLineColLoc(
-                StringAttr(start.file), IntAttr(start.line + self.line_offset), IntAttr(start.col)
+                StringAttr(span.input.name), IntAttr(line + self.line_offset), IntAttr(col)
             )
         return op
 

@@ -61,3 +61,12 @@ def test_parse_module_text_checks_first() -> None:
     with pytest.raises(Exception, match="string literal is not closed"):
         parse_module_text(context(), '"' + "a" * 60 + "\n", "text.mlir")
     assert time.monotonic() - start < 2.0
+
+
+def test_ops_get_the_line_and_column_they_start_at() -> None:
+    """Op locations come from a line table built once; they must be the lexer's own positions."""
+    text = ('builtin.module {\n  "test.op"() : () -> ()\n\n      "test.op"() ({\n'
+            '    "test.op"() : () -> ()\n  }) : () -> ()\n}\n')
+    module = parse_module_text(context(), text, "where.mlir")
+    located = [str(op.location) for op in module.walk()][1:]
+    assert located == ['loc("where.mlir":2:3)', 'loc("where.mlir":4:7)', 'loc("where.mlir":5:5)']
