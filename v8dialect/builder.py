@@ -69,6 +69,7 @@ from v8dialect.circuits import MANIFEST_SELECTORS, SELECTOR_VALUES, Choice, Circ
 from v8dialect.contract_ir import to_attr
 from v8dialect.contracts import ContractRegistry, load_registry
 from v8dialect.host import NATIVE, HostError, native_ggml_build
+from v8dialect.ir_types import tensor_type
 from v8dialect.jsondata import DataError
 from v8dialect.manifest import (
     FIELDS,
@@ -100,6 +101,8 @@ from v8dialect.ops import (
     SigmoidGateOp,
     SwiGLUOp,
 )
+from v8dialect.ops import element as element_dtype
+from v8dialect.ops import shape as tensor_shape
 
 DEFAULT_PREFILL_TOKENS = 16
 DEFAULT_KV_CAPACITY = 4096
@@ -245,8 +248,7 @@ def tensor_of(dims: Sequence[int], element: Attribute) -> TensorType_:
 
 
 def dims_of(value: SSAValue) -> tuple[int, ...]:
-    assert isinstance(value.type, TensorType)
-    return tuple(value.type.get_shape())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    return tensor_shape(value.type)
 
 
 # ---- function arguments ------------------------------------------------------------
@@ -385,10 +387,7 @@ class FunctionBuilder:
         return self.manifest.tensors is not None and name in self.manifest.tensors
 
     def weight_dtype(self, value: SSAValue) -> str:
-        from v8dialect.ops import dtype_name
-
-        assert isinstance(value.type, TensorType)
-        return dtype_name(value.type.get_element_type())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        return element_dtype(value.type)
 
     # -- requirements -------------------------------------------------------------------
 
@@ -441,15 +440,12 @@ class FunctionBuilder:
         if emitter is None:
             raise BuildError(self.where(op), f"op kind '{op.kind}' has no GraphIR op")
         result = emitter(self, op, inputs, layer)
-        if isinstance(result, Operation):
-            if op.kind != "reshape":
-                result.location = self.location(op)
-            self.block.add_op(result)
-            out = result.results[0]
-            out.name_hint = op.output
-            values[op.output] = out
-        else:
-            values[op.output] = result
+        if op.kind != "reshape":
+            result.location = self.location(op)
+        self.block.add_op(result)
+        out = result.results[0]
+        out.name_hint = op.output
+        values[op.output] = out
 
     def emit_embedding(
         self, op: OpTemplate, inputs: list[SSAValue], layer: int | None
@@ -558,9 +554,11 @@ class FunctionBuilder:
                     op, f"{dims[-1]} features do not split into {heads} heads ('{op.heads}')"
                 )
             shape = (dims[0], heads, dims[-1] // heads)
-        assert isinstance(x.type, TensorType)
-        element: Attribute = x.type.get_element_type()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        return ReshapeOp.build(operands=[x], result_types=[tensor_of(shape, element)])
+        tensor = tensor_type(x.type)
+        assert tensor is not None
+        return ReshapeOp.build(
+            operands=[x], result_types=[tensor_of(shape, tensor.get_element_type())]
+        )
 
     def emit_rope(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
         (x,) = inputs
@@ -591,7 +589,7 @@ class FunctionBuilder:
         self, op: OpTemplate, inputs: list[SSAValue], layer: int | None
     ) -> Operation:
         q, k, v = inputs
-        tokens, heads, dim = dims_of(q)
+        tokens, _heads, dim = dims_of(q)
         assert op.kv_heads is not None and op.scale is not None and op.mask is not None
         kv_heads = self.integer(op.kv_heads, op)
         for what, value in (("k", k), ("v", v)):
@@ -953,6 +951,7 @@ def print_module(module: ModuleOp, stream: IO[str]) -> None:
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    assert __doc__ is not None  # the module docstring is the command's help
     parser = argparse.ArgumentParser(prog="v8-build", description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path, help="a GGUF file or a config JSON")
     parser.add_argument(

@@ -293,7 +293,9 @@ class _PositionScanner:
     def members(self, i: int, path: str) -> int:
         i = self.skip(i + 1)
         while self.text[i] != "}":
-            key, i = json.decoder.scanstring(self.text, i + 1)
+            # raw_decode at the opening quote reads the key as scanstring would (typeshed
+            # does not declare scanstring).
+            key, i = self.decoder.raw_decode(self.text, i)
             i = self.skip(self.skip(i) + 1)  # past ':'
             i = self.after_item(self.value(i, f"{path}.{key}"))
         return i + 1

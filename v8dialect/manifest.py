@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from v8dialect.jsondata import utf8_problem
 
@@ -137,10 +137,9 @@ def convert(name: str, value: Any, where: str) -> ManifestValue:
     """A raw metadata value as the kind its field declares, or a ManifestError naming where."""
     kind = FIELDS[name].kind
     if kind == INTS:
-        items = list(value) if isinstance(value, list | tuple) else None  # pyright: ignore[reportUnknownArgumentType]
-        if items is None or not all(_is_int(v) for v in items):
+        if not _is_array(value) or not all(_is_int(v) for v in value):
             raise ManifestError(f"{where}: '{name}' must be a list of integers, got {value!r}")
-        return tuple(int(v) for v in items)
+        return tuple(int(v) for v in value)
     if kind == FLAG:
         if not isinstance(value, bool):
             raise ManifestError(f"{where}: '{name}' must be true or false, got {value!r}")
@@ -160,6 +159,16 @@ def convert(name: str, value: Any, where: str) -> ManifestValue:
 
 def _is_int(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, int)
+
+
+# isinstance would narrow to list[Unknown] / dict[Unknown, Unknown]; these guards give the
+# element types a raw value (a GGUF field, a JSON value) really has.
+def _is_array(value: object) -> TypeGuard[list[Any] | tuple[Any, ...]]:
+    return isinstance(value, list | tuple)
+
+
+def _is_object(value: object) -> TypeGuard[dict[str, Any]]:
+    return isinstance(value, dict)  # JSON object keys are always strings
 
 
 def parse_override(text: str) -> tuple[str, ManifestValue]:
@@ -242,14 +251,13 @@ def read_config(file: Path, section: str | None = None) -> Manifest:
         raise ManifestError(
             f"{file}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
         ) from None
-    if not isinstance(doc, dict):
+    if not _is_object(doc):
         raise ManifestError(f"{file}: expected a JSON object")
-    top: dict[str, Any] = doc  # pyright: ignore[reportUnknownVariableType]
-    scope = top
-    nested = top.get(section) if section is not None else None
-    if isinstance(nested, dict):
+    scope = doc
+    nested = doc.get(section) if section is not None else None
+    if _is_object(nested):
         # A multimodal config nests the text model's values; a text-only one has them on top.
-        scope = {**top, **nested}  # pyright: ignore[reportUnknownArgumentType]
+        scope = {**doc, **nested}
     architecture = scope.get("model_type")
     if not isinstance(architecture, str):
         raise ManifestError(f"{file}: config has no 'model_type'")
@@ -266,7 +274,7 @@ def read_config(file: Path, section: str | None = None) -> Manifest:
 def _dotted(doc: Mapping[str, Any], key: str) -> Any:
     value: Any = doc
     for part in key.split("."):
-        if not isinstance(value, dict) or part not in value:
+        if not _is_object(value) or part not in value:
             return None
         value = value[part]
     return value

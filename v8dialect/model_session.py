@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FloatAttr, ModuleOp, StringAttr
+from xdsl.ir import Attribute
 
 from v8dialect.ledger import read_ledger
 from v8dialect.program import Program, build
@@ -58,7 +59,7 @@ def weight_args(fn: func.FuncOp) -> list[tuple[int, str, tuple[tuple[str, float]
     attrs = fn.arg_attrs.data if fn.arg_attrs is not None else [None] * len(fn.args)
     out: list[tuple[int, str, tuple[tuple[str, float], ...]]] = []
     for index, attr in enumerate(attrs):
-        entries = attr.data if attr is not None else {}
+        entries: Mapping[str, Attribute] = attr.data if attr is not None else {}
         tensor = entries.get("v8.tensor")
         if not isinstance(tensor, StringAttr):
             continue

@@ -43,6 +43,7 @@ def int_list(text: str, what: str) -> list[int]:
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    assert __doc__ is not None  # the module docstring is the command's help
     p = argparse.ArgumentParser(prog="v8-parity", description=__doc__.split("\n\n")[0])
     p.add_argument("model", type=Path, help="a GGUF file llama.cpp can load")
     p.add_argument("--circuit", required=True, help="a family name or a circuit file")
