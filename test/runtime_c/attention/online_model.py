@@ -31,7 +31,11 @@ F32 = np.float32
 TREE_AVX2 = "avx2_f32x8x4"          # 4 accumulators x 8 fp32 lanes, FMA, step 32
 TREE_AVX512 = "avx512_f32x16x4"     # 4 accumulators x 16 fp32 lanes, FMA, step 64
 TREE_AVX512FP16 = "avx512fp16_f16x32x4"  # 4 accumulators x 32 fp16 lanes, fp16 FMA, step 128
-TREES = (TREE_AVX2, TREE_AVX512, TREE_AVX512FP16)
+# the *_fp32_dot contracts on an AVX512-FP16 CPU: TREE_AVX512 scores, fp16-lane value updates
+TREE_AVX512FP16_VALUES = "avx512fp16_values_f32x16x4_dot"
+TREES = (TREE_AVX2, TREE_AVX512, TREE_AVX512FP16, TREE_AVX512FP16_VALUES)
+# the C enum's numbering (v8_attention.h: V8_ATTN_TREE_*)
+TREE_OF_ID = {1: TREE_AVX2, 2: TREE_AVX512, 3: TREE_AVX512FP16, 4: TREE_AVX512FP16_VALUES}
 
 
 def expf(x: float) -> float:
@@ -113,6 +117,8 @@ def dot_f16(k: np.ndarray, q: np.ndarray, tree: str) -> np.ndarray:
     """fp32 dot of fp16 vectors (float64 arrays of fp16 values), last axis."""
     d = k.shape[-1]
     shape = np.broadcast_shapes(k.shape, q.shape)[:-1]
+    if tree == TREE_AVX512FP16_VALUES:
+        tree = TREE_AVX512
     if tree == TREE_AVX512FP16:
         step, lanes = 128, 32
     elif tree == TREE_AVX512:
@@ -157,7 +163,7 @@ def vec_scale_f16(a: np.ndarray, ms: np.ndarray, tree: str) -> np.ndarray:
     d = a.shape[-1]
     ms = np.asarray(ms, np.float64)[..., None]
     out = r16(r32(a * ms))  # fp32 product, then fp16 store
-    if tree == TREE_AVX512FP16:
+    if tree in (TREE_AVX512FP16, TREE_AVX512FP16_VALUES):
         np_ = d - d % 128   # fp16 lanes: the factor is first rounded to fp16
         if np_:
             out[..., :np_] = r16(a[..., :np_] * r16(ms))
@@ -169,7 +175,7 @@ def vec_mad_f16(a: np.ndarray, v: np.ndarray, vs: np.ndarray, tree: str) -> np.n
     d = a.shape[-1]
     vs = np.asarray(vs, np.float64)[..., None]
     out = r16(fma32(v, vs, a))  # fp32 FMA, then fp16 store
-    if tree == TREE_AVX512FP16:
+    if tree in (TREE_AVX512FP16, TREE_AVX512FP16_VALUES):
         np_ = d - d % 128   # one fp16 FMA with the factor rounded to fp16
         if np_:
             out[..., :np_] = fma16(v[..., :np_], r16(vs), a[..., :np_])

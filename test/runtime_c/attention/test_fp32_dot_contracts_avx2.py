@@ -48,8 +48,6 @@ AUTO_TWIN = "f16_flash_auto_qtile64_fp32_dot"
 TILED_PROVIDER = "attn_tiled64_f16kv"
 AUTO_PROVIDER = "attn_auto_qtile64_f16kv"
 BUILD = "avx2"
-TREE_NAMES = {1: online_model.TREE_AVX2, 2: online_model.TREE_AVX512,
-              3: online_model.TREE_AVX512FP16}
 V8_CPU_AVX2_FMA_F16C = 0x7
 V8_CPU_ALL = 0xFFFFFFFF
 MASKS = {"scalar": 0x0, "avx2": V8_CPU_AVX2_FMA_F16C, "native": V8_CPU_ALL}
@@ -182,7 +180,7 @@ def test_composite_oracle_matches_numpy_model(n_q: int, past: int, d: int,
                                 c.n_head_kv, lanes=8)
     else:
         route = "single_range_fp32_dot"
-        tree = TREE_NAMES[int(lib().lib.v8_attn_online_fp32_dot_tree())]
+        tree = online_model.TREE_OF_ID[int(lib().lib.v8_attn_online_fp32_dot_tree())]
         model = online_model.f16_single_range(c.q, c.k16.view(np.uint16), c.v16.view(np.uint16),
                                               c.n_head, c.n_head_kv, c.kv_len, c.q_pos0,
                                               c.causal, c.scale, tree)

@@ -31,7 +31,6 @@ CONTRACT = "f16_flash_auto_qtile64"
 PROVIDER = "attn_auto_qtile64_f16kv"
 V8_CPU_ALL = 0xFFFFFFFF
 V8_CPU_AVX2_FMA_F16C = 0x7
-TREE_NAMES = {1: online_model.TREE_AVX2, 2: online_model.TREE_AVX512, 3: online_model.TREE_AVX512FP16}
 
 
 @functools.cache
@@ -72,7 +71,7 @@ def test_oracle_matches_numpy_model(n_q, past, evidence):
         model = tiled_attention(c.q, c.k16, c.v16, c.kv_len, c.q_pos0, c.causal, c.scale, c.n_head_kv)
     else:
         branch = "single_range"
-        tree = TREE_NAMES[lib().lib.v8_attn_online_dot_tree()]
+        tree = online_model.TREE_OF_ID[lib().lib.v8_attn_online_dot_tree()]
         model = online_model.f16_single_range(c.q, c.k16.view(np.uint16), c.v16.view(np.uint16),
                                               c.n_head, c.n_head_kv, c.kv_len, c.q_pos0, c.causal,
                                               c.scale, tree)
