@@ -49,9 +49,22 @@ def llama_cpp_lib_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "lib"
 
 
+def _sanitizer_runtime_loaded() -> bool:
+    """Whether AddressSanitizer's runtime is mapped into this process (LD_PRELOAD)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            return any("libasan" in line for line in maps)
+    except OSError:
+        return False
+
+
 def _libraries() -> tuple[Any, Any]:
     # Private symbol scope, own dependencies first: this ggml must neither take nor give
     # symbols to another ggml loaded in the same process (ggml-python's).
+    if _sanitizer_runtime_loaded():
+        # the ASan runtime aborts the whole process on a RTLD_DEEPBIND dlopen
+        raise OracleMissing("llama.cpp's libggml loads with RTLD_DEEPBIND, which the "
+                            "AddressSanitizer runtime in this process refuses")
     mode = os.RTLD_LOCAL | getattr(os, "RTLD_DEEPBIND", 0) | os.RTLD_NOW
     lib_dir = llama_cpp_lib_dir()
     base = ctypes.CDLL(str(lib_dir / "libggml-base.so"), mode=mode)
