@@ -1,10 +1,21 @@
 # Test, gate and benchmark entry points; `make test` is what CI runs.
+# Default to what .ci/run built, so the targets work in a fresh shell without activating anything.
+VENV_PYTHON := $(wildcard $(CURDIR)/.venv/bin/python)
+ifneq ($(VENV_PYTHON),)
+PYTHON ?= $(VENV_PYTHON)
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+endif
 PYTHON ?= python
 LIT ?= lit
+# The AVX2-only ggml .ci/run builds, for the AVX2 lane-tree evidence.
+AVX2_GGML_PYTHON := $(wildcard $(CURDIR)/.venv-ggml-avx2/bin/python)
+ifneq ($(AVX2_GGML_PYTHON),)
+export V8_GGML_AVX2_PYTHON ?= $(AVX2_GGML_PYTHON)
+endif
 PYTEST = $(PYTHON) -m pytest -q
 export V8_EVIDENCE_LEDGER ?= $(CURDIR)/build/evidence/ledger.jsonl
 
-.PHONY: test lit pytest clean-ledger evidence-gate evidence-update bench \
+.PHONY: test lint lit pytest clean-ledger evidence-gate evidence-update bench \
         test-llamacpp-parity test-llamacpp-parity-long \
         test-numerical-contracts test-threadpool-parity test-attention-f16-split-kv test-e2e \
         v8-regression-fast
@@ -12,6 +23,11 @@ export V8_EVIDENCE_LEDGER ?= $(CURDIR)/build/evidence/ledger.jsonl
 # The full suite: FileCheck regression tests, every pytest (numerics and evidence against
 # ggml and PyTorch), then the gate that checks every claimed status against the fresh ledger.
 test: clean-ledger lit pytest evidence-gate
+
+# ruff and pyright (strict, as pyproject.toml configures it) over the compiler's packages.
+lint:
+	$(PYTHON) -m ruff check v8dialect passes
+	$(PYTHON) -m pyright
 
 clean-ledger:
 	rm -f $(V8_EVIDENCE_LEDGER)
