@@ -115,6 +115,18 @@ def test_long_prompt_and_split_kv_decode(models: dict[str, Path], tmp_path: Path
     check(evidence, "qwen3", rc, doc, out, "prompt 300 + 220 decode steps (KV past 512)")
 
 
+def test_chunked_prompt_in_micro_batches(models: dict[str, Path], tmp_path: Path,
+                                         evidence: Callable[..., Any]) -> None:
+    """A 150-token prompt in micro-batches of 64 on both sides (llama.cpp's n_ubatch): chunks
+    of 64, 64 and 22 query rows, so the tiled route runs over past keys and the last chunk
+    takes the one-chunk route at past 128; the 64-row threshold applies per chunk."""
+    oracle_or_unresolved(evidence, "qwen3")
+    rc, doc, out = parity(models["qwen3"], "qwen3", tmp_path, "--prompt-len", "150",
+                          "--ubatch", "64", "--decode", "4", "--threads", "1,2",
+                          "--repack", "both")
+    check(evidence, "qwen3", rc, doc, out, "prompt 150 in micro-batches of 64 + 4 decode steps")
+
+
 def test_mrope_four_position_streams(models: dict[str, Path], tmp_path: Path,
                                      evidence: Callable[..., Any]) -> None:
     """Qwen3-VL with four distinct position streams: llama.cpp is fed the embedding rows

@@ -164,6 +164,16 @@ class LlamaCppModel:
             raise ValueError(f"{path}: llama.cpp cannot load this file: {tail}")
         self.vocab = self.lib.llama_n_vocab(self.lib.llama_model_get_vocab(self.model))
         self.repack = repack
+        if repack and any("AMX model buffer" in line for line in self.log):
+            # A build with ggml's AMX backend (on CPUs with AMX) places K-quant weights in its
+            # AMX buffer rather than the CPU repack layout weight_layout=ggml_repacked
+            # reproduces; its arithmetic is no v8 contract (and llama_decode crashes on it in
+            # the pinned release), so there is nothing to compare against.
+            self.close()
+            raise ValueError(f"{path}: error: this llama.cpp build placed weights in ggml's AMX buffer: "
+                             "no v8 contract reproduces its arithmetic; compare with --repack "
+                             "off, or use a llama.cpp built without AMX (.ci/run builds it "
+                             "with -mno-amx-tile -mno-amx-int8 -mno-amx-bf16)")
 
     def _on_log(self, level: int, text: bytes, user_data: Any) -> None:
         del level, user_data
