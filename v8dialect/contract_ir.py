@@ -9,6 +9,9 @@ hand.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntAttr, IntegerAttr, StringAttr
 from xdsl.ir import Attribute
 
@@ -102,16 +105,24 @@ def _show(value: Attribute) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the IR attribute of registry contracts: python -m v8dialect.contract_ir ID..."""
+    import difflib
     import sys
 
     from v8dialect.contracts import load_registry
 
     ids = sys.argv[1:] if argv is None else argv
     registry = load_registry()
+    # The registry's folder is where an unknown id was looked up: the error's location.
+    where = Path(os.path.commonpath(registry.files)) if registry.files else Path("contracts")
+    if not ids:
+        print(f"{where}: error: name at least one contract id", file=sys.stderr)
+        return 1
     for contract_id in ids:
         contract = registry.get(contract_id)
         if contract is None:
-            print(f"error: unknown contract '{contract_id}'", file=sys.stderr)
+            near = difflib.get_close_matches(contract_id, list(registry.contracts), n=3)
+            hint = f" (nearest: {', '.join(near)})" if near else ""
+            print(f"{where}: error: unknown contract {contract_id!r}{hint}", file=sys.stderr)
             return 1
         print(to_attr(contract, registry))
     return 0

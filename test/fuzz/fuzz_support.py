@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from v8dialect.builder import main as build_main
+from v8dialect.contract_ir import main as contract_ir_main
 from v8dialect.opt import main as opt_main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,6 +136,13 @@ def gguf_target(data: bytes, folder: Path) -> Outcome:
     return run_build(path, "qwen3")
 
 
+def contract_id_target(data: bytes, folder: Path) -> Outcome:
+    """`python -m v8dialect.contract_ir ID...`: NUL-separated ids, any bytes a shell can pass."""
+    del folder
+    ids = [part.decode("utf-8", "surrogateescape") for part in data.split(b"\0")]
+    return call(contract_ir_main, ids)
+
+
 # corpus folder -> how its files are run
 TARGETS: dict[str, Callable[[bytes, Path], Outcome]] = {
     "mlir": mlir_target(()),
@@ -146,6 +154,7 @@ TARGETS: dict[str, Callable[[bytes, Path], Outcome]] = {
     "circuit": circuit_target,
     "config": config_target,
     "gguf": gguf_target,
+    "contract-id": contract_id_target,
 }
 
 

@@ -1,5 +1,5 @@
 """Mutated MLIR, registries, kernel maps, circuits, config JSON and GGUF files through v8-opt and
-v8-build: exit 0, or exit 1 with a located error; never an exception, never over two seconds.
+v8-build, and mutated contract ids through `python -m v8dialect.contract_ir`: exit 0, or exit 1 with a located error; never an exception, never over two seconds.
 
 Bounded for `make test` (V8_FUZZ_EXAMPLES per target, default 12, derandomized); `make fuzz`
 runs thousands.  Every input that once broke the rule lives in corpus/<target>/ and is replayed.
@@ -140,6 +140,9 @@ else:
     with tempfile.TemporaryDirectory() as _folder:
         GGUF_SEED = tiny_gguf(Path(_folder)).read_bytes()
     test_gguf = fuzz("gguf", mutated, [GGUF_SEED])
+    test_contract_id = fuzz("contract-id", mutated,
+                            [b"f16_online_fp32_merge", b"q4_k_x_q8_k_fp32_block_order\0fp32_online",
+                             b"f16_flash_auto_qtile64_fp32_dot"])
 
 
 CORPUS_FILES = sorted(p for p in CORPUS.glob("*/*") if p.is_file())
