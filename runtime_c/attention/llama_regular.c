@@ -111,6 +111,11 @@ v8_status v8_attn_llama_regular_ref(V8_ATTN_ARGS_DECL) {
     if (st != V8_OK) {
         return st;
     }
+    /* The oracle uses no scratch, but it asks for what the size function says (as
+     * production does) so the provider's size function and its checks always agree. */
+    V8_REQUIRE(scratch != NULL, V8_ERR_NULL_ARGUMENT);
+    V8_REQUIRE(scratch_bytes >= v8_attn_llama_regular_scratch_bytes(n_q, n_head, head_dim, 1),
+               V8_ERR_BAD_DIMENSION);
     for (int64_t i = 0; i < n_q; ++i) {
         for (int64_t h = 0; h < n_head; ++h) {
             regular_row(&a, i, h);

@@ -57,11 +57,30 @@ size_t v8_attn_auto_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
     out, q, k, v, n_q, n_head, n_head_kv, head_dim, kv_len, kv_capacity, q_pos0, causal, \
         scale, scratch, scratch_bytes
 
+/* The single-range branch needs no scratch, but the size function cannot tell the branches
+ * apart at every shape (it does not see the contract), so the composite asks for what
+ * v8_attn_auto_scratch_bytes says on either branch: the two always agree.  Shapes and
+ * pointers are checked first, as in the providers it forwards to. */
+static v8_status auto_check_scratch(V8_ATTN_ARGS_DECL, int workers) {
+    const v8_attn_args a = {contract, out, q, k, v, n_q, n_head, n_head_kv, head_dim,
+                            kv_len, kv_capacity, q_pos0, causal, scale, scratch, scratch_bytes};
+    v8_status st = v8_attn_check_shape(&a);
+    if (st != V8_OK) return st;
+    const size_t need = v8_attn_auto_scratch_bytes(n_q, n_head, head_dim, workers);
+    if (need > 0) {
+        V8_REQUIRE(scratch != NULL, V8_ERR_NULL_ARGUMENT);
+        V8_REQUIRE(scratch_bytes >= need, V8_ERR_BAD_DIMENSION);
+    }
+    return V8_OK;
+}
+
 v8_status v8_attn_auto_ref(V8_ATTN_ARGS_DECL) {
     V8_REQUIRE(auto_contract(contract), V8_ERR_UNKNOWN_SELECTOR);
     if (auto_uses_tiled(contract, n_q, head_dim)) {
         return v8_attn_tiled_ref(auto_tiled(contract), AUTO_FORWARD);
     }
+    v8_status st = auto_check_scratch(contract, AUTO_FORWARD, 1);
+    if (st != V8_OK) return st;
     return v8_attn_online_f16kv_ref(auto_single_range(contract), AUTO_FORWARD);
 }
 
@@ -70,6 +89,8 @@ v8_status v8_attn_auto(V8_ATTN_ARGS_DECL) {
     if (auto_uses_tiled(contract, n_q, head_dim)) {
         return v8_attn_tiled(auto_tiled(contract), AUTO_FORWARD);
     }
+    v8_status st = auto_check_scratch(contract, AUTO_FORWARD, 1);
+    if (st != V8_OK) return st;
     return v8_attn_online_f16kv(auto_single_range(contract), AUTO_FORWARD);
 }
 
@@ -78,5 +99,8 @@ v8_status v8_attn_auto_parallel_dispatch(v8_threadpool *pool, V8_ATTN_ARGS_DECL)
     if (auto_uses_tiled(contract, n_q, head_dim)) {
         return v8_attn_tiled_parallel_dispatch(pool, auto_tiled(contract), AUTO_FORWARD);
     }
+    V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
+    v8_status st = auto_check_scratch(contract, AUTO_FORWARD, v8_threadpool_workers(pool));
+    if (st != V8_OK) return st;
     return v8_attn_online_f16kv_parallel_dispatch(pool, auto_single_range(contract), AUTO_FORWARD);
 }
