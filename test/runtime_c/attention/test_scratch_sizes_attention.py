@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import online_model as OM  # noqa: E402
-from tiled_model import (AttnCase, Runner, bits_equal, build_lib, build_llama_regular,  # noqa: E402
-                         make_case)
+from tiled_model import AttnCase, Runner, bits_equal, build_lib, build_llama_regular, make_case  # noqa: E402
 
 V8_OK = 0
 V8_ERR_BAD_DIMENSION = 2
