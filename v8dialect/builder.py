@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -68,7 +68,7 @@ from v8dialect.attributes import (
 from v8dialect.circuits import MANIFEST_SELECTORS, SELECTOR_VALUES, Choice, Circuit, OpTemplate, load_circuit
 from v8dialect.contract_ir import to_attr
 from v8dialect.contracts import ContractRegistry, load_registry
-from v8dialect.host import NATIVE, HostError, native_ggml_build
+from v8dialect.host import NATIVE, HostError, native_ggml_build, native_loop_vectors
 from v8dialect.ir_types import tensor_type
 from v8dialect.jsondata import DataError
 from v8dialect.manifest import (
@@ -171,16 +171,27 @@ def _check_selector_values(manifest: Manifest) -> None:
                                             f"{', '.join(SELECTOR_VALUES[key])}")
 
 
+# Manifest values whose `native` this machine decides (v8dialect/host.py).
+NATIVE_RESOLVERS: Mapping[str, Callable[[], str]] = {
+    "ggml_build": native_ggml_build,
+    "ggml_loop_vectors": native_loop_vectors,
+}
+
+
 def _native_build_resolved(manifest: Manifest) -> Manifest:
-    """`ggml_build = native` becomes the build class of this machine (v8dialect/host.py):
-    the IR names the arithmetic it was built for, never "whatever the host is"."""
-    if manifest.get("ggml_build") != NATIVE:
+    """`ggml_build = native` becomes the build class of this machine and `ggml_loop_vectors
+    = native` what its compiler makes of ggml's small loops (v8dialect/host.py): the IR names
+    the arithmetic it was built for, never "whatever the host is"."""
+    values = dict(manifest.values)
+    for key, resolve in NATIVE_RESOLVERS.items():
+        if values.get(key) != NATIVE:
+            continue
+        try:
+            values[key] = resolve()
+        except HostError as e:
+            raise BuildError(manifest.file, str(e)) from None
+    if values == manifest.values:
         return manifest
-    try:
-        build = native_ggml_build()
-    except HostError as e:
-        raise BuildError(manifest.file, str(e)) from None
-    values = {**manifest.values, "ggml_build": build}
     return Manifest(manifest.source, manifest.file, manifest.architecture, values,
                     manifest.tensors, manifest.raw)
 

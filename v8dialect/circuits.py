@@ -25,7 +25,7 @@ from pathlib import Path
 
 from v8dialect import vocab
 from v8dialect.contracts import ContractRegistry
-from v8dialect.host import GGML_BUILDS
+from v8dialect.host import GGML_BUILDS, LOOP_VECTORS
 from v8dialect.jsondata import DataError, Node, utf8_problem
 from v8dialect.manifest import FIELDS as MANIFEST_FIELDS
 from v8dialect.manifest import INTS, ManifestError, ManifestValue, convert
@@ -61,9 +61,13 @@ SELECTOR_VALUES: Mapping[str, tuple[str, ...]] = {
     # which x86 build of llama.cpp's CPU backend: its fp32/fp16/bf16 mul_mat and its fused
     # recurrent chain accumulate in one vector register's lanes (16 with AVX-512, 8 with AVX2)
     "ggml_build": GGML_BUILDS,
+    # the smallest vector that build's compiler used for ggml's small plain loops (SSM_CONV's
+    # taps, ggml_vec_dot_f32's leftovers): a property of its tuning, not of the ISA class
+    "ggml_loop_vectors": LOOP_VECTORS,
 }
 # Selector keys read from the manifest (weight_type comes from the op's weight tensor).
-MANIFEST_SELECTORS = ("kv_cache_dtype", "reference_arithmetic", "weight_layout", "ggml_build")
+MANIFEST_SELECTORS = ("kv_cache_dtype", "reference_arithmetic", "weight_layout", "ggml_build",
+                      "ggml_loop_vectors")
 
 # Value names that exist before the first op of a section runs.
 PREDEFINED: Mapping[str, tuple[str, ...]] = {

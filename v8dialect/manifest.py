@@ -83,6 +83,9 @@ FIELDS: Mapping[str, FieldSpec] = {
     # Nor this: which x86 build of llama.cpp's CPU backend (v8dialect/host.py); `native`
     # is the build this machine gets.
     "ggml_build": FieldSpec(WORD, None, ()),
+    # Nor this: the smallest vector that build's compiler used for ggml's small loops
+    # (v8dialect/host.py); `native` is what this machine's compiler makes of them.
+    "ggml_loop_vectors": FieldSpec(WORD, None, ()),
 }
 
 # Values derived from others when neither the file nor the circuit gives them;

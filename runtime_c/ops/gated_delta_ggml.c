@@ -35,10 +35,16 @@ typedef struct gdng_build {
                                otherwise (0+2)+(1+3) */
     int conv_rounded_taps;  /* the conv's 4 taps: products rounded and added in order from
                                +0 (GCC's 4-wide vectorized loop); otherwise fused from t0 */
+    int tail_block;         /* the smallest vector GCC's leftover loops use (8 or 4 lanes):
+                               the dot's tail rounds products down to its last < tail_block */
 } gdng_build;
 
-static const gdng_build BUILD_AVX512 = {16, vexp_lane_avx512, 0, 0};
-static const gdng_build BUILD_AVX2 = {8, vexp_lane_avx2, 1, 1};
+static const gdng_build BUILD_AVX512 = {16, vexp_lane_avx512, 0, 0, 8};
+static const gdng_build BUILD_AVX2 = {8, vexp_lane_avx2, 1, 1, 4};
+/* The AVX-512 build whose compiler tuning (e.g. -march=native resolving to rocketlake) also
+ * vectorizes small loops with 4-lane vectors: SSM_CONV's 4 taps become one rounded-product
+ * vector and ggml_vec_dot_f32's leftover loop rounds down to its last < 4. */
+static const gdng_build BUILD_AVX512_4_LANE_TAILS = {16, vexp_lane_avx512, 0, 1, 4};
 
 typedef struct gdng_args {
     const gdng_build *build;
@@ -63,9 +69,9 @@ static float silu_at(const gdng_build *b, float x, int64_t i, int64_t n) {
 /* ggml_vec_dot_f32 with w = lanes: four w-lane FMA accumulators A0..A3 over steps of 4w
  * elements (element i + j*w + l in lane l of A_j), for the first n - n % 4w elements;
  * v_l = (A0_l + A2_l) + (A1_l + A3_l); halved v_l = v_{l+h} + v_l for h = w/2 .. 4; the last
- * four lanes by the build's fold.  The remaining elements in order: whole blocks of w, then
- * one block of w/2 if that many remain, s = s + x*y with the product rounded (GCC's
- * vectorized tail loop); the last < w/2 fused one by one. */
+ * four lanes by the build's fold.  The remaining elements in order, s = s + x*y with the
+ * product rounded (GCC's vectorized leftover loop: blocks of w, w/2, ... down to the build's
+ * tail_block), the last < tail_block fused one by one. */
 static float ggml_dot(const gdng_build *b, const float *x, const float *y, int64_t n) {
     float acc[64];
     const int w = b->lanes;
@@ -100,19 +106,11 @@ static float ggml_dot(const gdng_build *b, const float *x, const float *y, int64
         const float v13 = v[1] + v[3];
         sum = v02 + v13;
     }
+    const int64_t rounded_end = n - (n - np) % b->tail_block;
     int64_t i = np;
-    for (; n - i >= w; i += w) {
-        for (int l = 0; l < w; ++l) {
-            const float p = x[i + l] * y[i + l];
-            sum = sum + p;
-        }
-    }
-    if (n - i >= w / 2) {
-        for (int l = 0; l < w / 2; ++l) {
-            const float p = x[i + l] * y[i + l];
-            sum = sum + p;
-        }
-        i += w / 2;
+    for (; i < rounded_end; ++i) {
+        const float p = x[i] * y[i];
+        sum = sum + p;
     }
     for (; i < n; ++i) {
         sum = fmaf(x[i], y[i], sum);
@@ -241,6 +239,8 @@ static v8_status prepare(int contract, gdng_args *a, float *y, const float *qkv,
         build = &BUILD_AVX512;
     } else if (contract == V8_GATED_DELTA_RULE_FP32_GGML_8_LANE_CHAIN) {
         build = &BUILD_AVX2;
+    } else if (contract == V8_GATED_DELTA_RULE_FP32_GGML_16_LANE_CHAIN_4_LANE_TAILS) {
+        build = &BUILD_AVX512_4_LANE_TAILS;
     }
     V8_REQUIRE(build != NULL, V8_ERR_UNKNOWN_SELECTOR);
     V8_REQUIRE(y != NULL && qkv != NULL && z != NULL && alpha != NULL && beta != NULL &&

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from v8dialect.host import HostError, ggml_build_of_system_info, native_ggml_build
+from v8dialect.host import (
+    LOOP_VECTORS,
+    HostError,
+    ggml_build_of_system_info,
+    native_ggml_build,
+    native_loop_vectors,
+    probe_loop_vectors,
+)
 
-ZEN3 = frozenset("fpu sse2 avx fma f16c bmi1 avx2 bmi2".split())
+ZEN3 = frozenset(["fpu", "sse2", "avx", "fma", "f16c", "bmi1", "avx2", "bmi2"])
 SAPPHIRE = ZEN3 | {"avx512f", "avx512bw", "avx512_fp16"}
 
 
@@ -28,3 +35,24 @@ def test_system_info_lines() -> None:
     assert ggml_build_of_system_info(avx512) == "avx512"
     with pytest.raises(HostError, match="neither AVX512 nor AVX2"):
         ggml_build_of_system_info("CPU : NEON = 1 | ARM_FMA = 1 |")
+
+
+@pytest.mark.parametrize(("flags", "form"), [
+    (("-O3", "-march=x86-64-v4"), "min_8_lanes"),   # AVX-512, generic tuning: no 4-lane vectors
+    (("-O3", "-march=sapphirerapids"), "min_4_lanes"),
+    (("-O3", "-mavx2", "-mfma"), "min_4_lanes"),     # llama.cpp's AVX2 build
+])
+def test_loop_vectors_probe_tells_the_compilers_tunings_apart(flags: tuple[str, ...],
+                                                              form: str) -> None:
+    """GCC 12's vectorizer decides SSM_CONV's taps and vec_dot's leftovers by its tuning: the
+    probe must see both forms (facts of the compiler CI installs, Debian's GCC 12)."""
+    assert probe_loop_vectors(flags) == form
+
+
+def test_loop_vectors_probe_reports_a_compiler_failure() -> None:
+    with pytest.raises(HostError, match="the probe does not compile"):
+        probe_loop_vectors(("-march=no-such-cpu",))
+
+
+def test_native_loop_vectors_is_a_known_form() -> None:
+    assert native_loop_vectors() in LOOP_VECTORS

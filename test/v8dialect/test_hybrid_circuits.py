@@ -15,7 +15,7 @@ from v8passes.resolve_contracts import ResolveContracts
 from xdsl.dialects.func import FuncOp
 from xdsl.passes import PassPipeline
 
-from v8dialect.host import native_ggml_build
+from v8dialect.host import native_ggml_build, native_loop_vectors
 from v8dialect.ledger import graph_ops
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "Inputs" / "circuits"))
@@ -92,6 +92,32 @@ def qwen35_gguf(path: Path, drop: tuple[str, ...] = ()) -> Path:
     return path
 
 
+def chain_contract(build: str, loop_vectors: str) -> str:
+    if build == "avx2":
+        return "gated_delta_rule_fp32_ggml_8_lane_chain"
+    tails = {"min_8_lanes": "", "min_4_lanes": "_4_lane_tails"}[loop_vectors]
+    return f"gated_delta_rule_fp32_ggml_16_lane_chain{tails}"
+
+
+@pytest.mark.parametrize("loop_vectors", ["min_8_lanes", "min_4_lanes"])
+def test_qwen35_chain_follows_ggml_loop_vectors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                loop_vectors: str) -> None:
+    """The AVX-512 build's recurrent chain is chosen by how its compiler vectorized ggml's small
+    loops (SSM_CONV's taps, the dot's leftovers), not by the ISA class alone."""
+    module = built(capsys, qwen35_gguf(tmp_path / "q35.gguf"), "qwen35", "--set", "ggml_build=avx512",
+                   "--set", f"ggml_loop_vectors={loop_vectors}")
+    recurrent = next(op for op in graph_ops(module) if op.name == "v8.recurrent")
+    assert recurrent.required_contract.id == chain_contract("avx512", loop_vectors)
+
+
+def test_unknown_ggml_loop_vectors_is_refused(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = build(capsys, qwen35_gguf(tmp_path / "q35.gguf"), "qwen35", "--set",
+                       "ggml_loop_vectors=min_2_lanes")
+    assert rc == 1
+    assert "ggml_loop_vectors = 'min_2_lanes' is not one of min_8_lanes, min_4_lanes" in err
+
+
 def test_qwen35_builds_and_every_op_resolves(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -116,8 +142,9 @@ def test_qwen35_builds_and_every_op_resolves(
     assert {"blk.0.conv_state", "blk.2.ssm_state", "blk.3.k_cache"} <= set(names)
     assert "blk.0.k_cache" not in names and "blk.3.ssm_state" not in names
     recurrent = next(op for op in ops if op.name == "v8.recurrent")
-    lanes = {"avx512": 16, "avx2": 8}[native_ggml_build()]  # the chain of the host's ggml build
-    assert recurrent.required_contract.id == f"gated_delta_rule_fp32_ggml_{lanes}_lane_chain"
+    # the chain of the host's ggml build, as this machine's compiler vectorizes its small loops
+    assert recurrent.required_contract.id == chain_contract(native_ggml_build(),
+                                                            native_loop_vectors())
     assert [str(t.get_shape()) for t in (o.type for o in recurrent.operands[-2:])] == [  # type: ignore[attr-defined]
         f"({CHANNELS}, {KERNEL - 1})",
         f"({HV}, {DV}, {DK})",
