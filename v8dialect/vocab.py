@@ -126,6 +126,7 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
     "reduction_kind": ("none", "sum_of_squares", "dot", "mean_and_centered_sum_of_squares"),
     "reduction_accumulator": ("none", "fp32", "fp64"),
     "reduction_order": ("none", "ascending", "ggml_mul_mat_16_lane_sgemm_or_vec_dot",
+                        "ggml_mul_mat_16_lane_sgemm_or_vec_dot_4_lane_tail",
                         "ggml_vec_dot_64_lane", "ggml_vec_dot_64_lane_4_lane_tail",
                         "ggml_mul_mat_f16_16_lane_sgemm_or_vec_dot_fp64_tail",
                         "ggml_mul_mat_bf16_dpbf16_sgemm_or_vec_dot_fp64_tail",

@@ -31,16 +31,24 @@ typedef struct lg_args {
     const float *bias;
     int64_t m, n, k;
     int lanes; /* L: 16 (AVX-512 build) or 8 (AVX2 build) */
+    int tail_block; /* T: the block route's tail rounds products down to its last < T */
     int lane_route;
 } lg_args;
 
-static int contract_lanes(int contract) {
+/* L and T of a contract; L = 0 for a selector this provider does not deliver. */
+static int contract_lanes(int contract, int *tail_block) {
     switch (contract) {
     case V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT:
     case V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT:
+        *tail_block = 8;
+        return 16;
+    case V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT_4_LANE_TAIL:
+    case V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT_4_LANE_TAIL:
+        *tail_block = 4;
         return 16;
     case V8_LINEAR_FP32_GGML_8_LANE_MUL_MAT:
     case V8_LOGITS_FP32_GGML_8_LANE_MUL_MAT:
+        *tail_block = 4;
         return 8;
     default:
         return 0;
@@ -49,7 +57,8 @@ static int contract_lanes(int contract) {
 
 static v8_status prepare(int contract, lg_args *a, float *y, const float *w, const float *x,
                          const float *bias, int64_t m, int64_t n, int64_t k) {
-    const int lanes = contract_lanes(contract);
+    int tail_block = 0;
+    const int lanes = contract_lanes(contract, &tail_block);
     V8_REQUIRE(lanes != 0, V8_ERR_UNKNOWN_SELECTOR);
     V8_REQUIRE(y != NULL && w != NULL && x != NULL, V8_ERR_NULL_ARGUMENT); /* bias optional */
     V8_REQUIRE(v8_ops_product_ok(n, k), V8_ERR_BAD_DIMENSION);
@@ -64,6 +73,7 @@ static v8_status prepare(int contract, lg_args *a, float *y, const float *w, con
     a->n = n;
     a->k = k;
     a->lanes = lanes;
+    a->tail_block = tail_block;
     a->lane_route = m >= 2 && k % lanes == 0 && n % 4 == 0;
     return V8_OK;
 }
@@ -73,9 +83,9 @@ static inline void put(const lg_args *a, int64_t mi, int64_t ni, float dot) {
 }
 
 /* Elements of the block route's tail summed as product-then-add (whole
- * groups of L/2); the rest are fused. */
-static inline int64_t tail_plain(int64_t r, int lanes) {
-    return r - r % (lanes / 2);
+ * groups of T, the smallest vector of GCC's leftover loop); the rest are fused. */
+static inline int64_t tail_plain(int64_t r, int tail_block) {
+    return r - r % tail_block;
 }
 
 /* ---- scalar: the oracle, and the production fallback ---------------------- */
@@ -117,8 +127,8 @@ static float dot_lanes_scalar(const float *w, const float *x, int64_t k, int lan
 }
 
 static float tail_scalar(float s, const float *w, const float *x, int64_t k0, int64_t k,
-                         int lanes) {
-    const int64_t plain = k0 + tail_plain(k - k0, lanes);
+                         int tail_block) {
+    const int64_t plain = k0 + tail_plain(k - k0, tail_block);
     for (int64_t i = k0; i < k; ++i) {
         if (i < plain) {
             const float p = w[i] * x[i];
@@ -130,7 +140,8 @@ static float tail_scalar(float s, const float *w, const float *x, int64_t k0, in
     return s;
 }
 
-static float dot_blocks_scalar(const float *w, const float *x, int64_t k, int lanes) {
+static float dot_blocks_scalar(const float *w, const float *x, int64_t k, int lanes,
+                               int tail_block) {
     float acc[4][LG_LANES] = {{0}};
     const int64_t block = 4 * (int64_t)lanes;
     const int64_t k0 = k - k % block;
@@ -147,7 +158,7 @@ static float dot_blocks_scalar(const float *w, const float *x, int64_t k, int la
         acc[1][p] = acc[1][p] + acc[3][p];
         acc[0][p] = acc[0][p] + acc[1][p];
     }
-    return tail_scalar(fold_block(acc[0], lanes), w, x, k0, k, lanes);
+    return tail_scalar(fold_block(acc[0], lanes), w, x, k0, k, tail_block);
 }
 
 static void rows_scalar(const lg_args *a, int64_t n0, int64_t n1) {
@@ -156,7 +167,7 @@ static void rows_scalar(const lg_args *a, int64_t n0, int64_t n1) {
         for (int64_t ni = n0; ni < n1; ++ni) {
             const float *w = a->w + ni * a->k;
             put(a, mi, ni, a->lane_route ? dot_lanes_scalar(w, x, a->k, a->lanes)
-                                         : dot_blocks_scalar(w, x, a->k, a->lanes));
+                                         : dot_blocks_scalar(w, x, a->k, a->lanes, a->tail_block));
         }
     }
 }
@@ -181,8 +192,8 @@ static inline float tree16_avx512(__m512 v) {
 }
 
 static inline float tail_fused_avx(float s, const float *w, const float *x, int64_t k0,
-                                   int64_t k) {
-    const int64_t plain = k0 + tail_plain(k - k0, 16);
+                                   int64_t k, int tail_block) {
+    const int64_t plain = k0 + tail_plain(k - k0, tail_block);
     for (int64_t i = k0; i < k; ++i) {
         if (i < plain) {
             const float p = w[i] * x[i];
@@ -194,7 +205,7 @@ static inline float tail_fused_avx(float s, const float *w, const float *x, int6
     return s;
 }
 
-static float dot_blocks_avx512(const float *w, const float *x, int64_t k) {
+static float dot_blocks_avx512(const float *w, const float *x, int64_t k, int tail_block) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 64;
     for (int64_t i = 0; i < k0; i += 64) {
@@ -206,7 +217,7 @@ static float dot_blocks_avx512(const float *w, const float *x, int64_t k) {
     a0 = _mm512_add_ps(a0, a2);
     a1 = _mm512_add_ps(a1, a3);
     a0 = _mm512_add_ps(a0, a1);
-    return tail_fused_avx(tree16_avx512(a0), w, x, k0, k);
+    return tail_fused_avx(tree16_avx512(a0), w, x, k0, k, tail_block);
 }
 
 /* Four weight rows by RN <= 6 tokens (24 accumulators, 4 weight vectors, one token
@@ -269,7 +280,7 @@ static void rows_avx512(const lg_args *a, int64_t n0, int64_t n1) {
     for (int64_t mi = 0; mi < a->m; ++mi) {
         const float *x = a->x + mi * a->k;
         for (int64_t ni = n0; ni < n1; ++ni) {
-            put(a, mi, ni, dot_blocks_avx512(a->w + ni * a->k, x, a->k));
+            put(a, mi, ni, dot_blocks_avx512(a->w + ni * a->k, x, a->k, a->tail_block));
         }
     }
 }
@@ -305,8 +316,8 @@ static inline float tree16_avx2(lanes16 v) {
 }
 
 static inline float tail_fused_avx2(float s, const float *w, const float *x, int64_t k0,
-                                    int64_t k, int lanes) {
-    const int64_t plain = k0 + tail_plain(k - k0, lanes);
+                                    int64_t k, int tail_block) {
+    const int64_t plain = k0 + tail_plain(k - k0, tail_block);
     for (int64_t i = k0; i < k; ++i) {
         if (i < plain) {
             const float p = w[i] * x[i];
@@ -318,7 +329,7 @@ static inline float tail_fused_avx2(float s, const float *w, const float *x, int
     return s;
 }
 
-static float dot_blocks_avx2(const float *w, const float *x, int64_t k) {
+static float dot_blocks_avx2(const float *w, const float *x, int64_t k, int tail_block) {
     const __m256 z = _mm256_setzero_ps();
     lanes16 a0 = {z, z}, a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 64;
@@ -331,7 +342,7 @@ static float dot_blocks_avx2(const float *w, const float *x, int64_t k) {
     a0 = add16(a0, a2);
     a1 = add16(a1, a3);
     a0 = add16(a0, a1);
-    return tail_fused_avx2(tree16_avx2(a0), w, x, k0, k, 16);
+    return tail_fused_avx2(tree16_avx2(a0), w, x, k0, k, tail_block);
 }
 
 /* Two weight rows by RN (1 or 2) tokens: eight accumulator registers. */
@@ -374,7 +385,7 @@ static inline float tree8_pairs_avx2(__m256 v) {
     return _mm_cvtss_f32(t);
 }
 
-static float dot_blocks8_avx2(const float *w, const float *x, int64_t k) {
+static float dot_blocks8_avx2(const float *w, const float *x, int64_t k, int tail_block) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 32;
     for (int64_t i = 0; i < k0; i += 32) {
@@ -386,7 +397,7 @@ static float dot_blocks8_avx2(const float *w, const float *x, int64_t k) {
     a0 = _mm256_add_ps(a0, a2);
     a1 = _mm256_add_ps(a1, a3);
     a0 = _mm256_add_ps(a0, a1);
-    return tail_fused_avx2(tree8_pairs_avx2(a0), w, x, k0, k, 8);
+    return tail_fused_avx2(tree8_pairs_avx2(a0), w, x, k0, k, tail_block);
 }
 
 /* Four weight rows by RN <= 3 tokens, one ymm register per output: twelve
@@ -444,7 +455,7 @@ static void rows8_avx2(const lg_args *a, int64_t n0, int64_t n1) {
     for (int64_t mi = 0; mi < a->m; ++mi) {
         const float *x = a->x + mi * a->k;
         for (int64_t ni = n0; ni < n1; ++ni) {
-            put(a, mi, ni, dot_blocks8_avx2(a->w + ni * a->k, x, a->k));
+            put(a, mi, ni, dot_blocks8_avx2(a->w + ni * a->k, x, a->k, a->tail_block));
         }
     }
 }
@@ -472,7 +483,7 @@ static void rows_avx2(const lg_args *a, int64_t n0, int64_t n1) {
     for (int64_t mi = 0; mi < a->m; ++mi) {
         const float *x = a->x + mi * a->k;
         for (int64_t ni = n0; ni < n1; ++ni) {
-            put(a, mi, ni, dot_blocks_avx2(a->w + ni * a->k, x, a->k));
+            put(a, mi, ni, dot_blocks_avx2(a->w + ni * a->k, x, a->k, a->tail_block));
         }
     }
 }

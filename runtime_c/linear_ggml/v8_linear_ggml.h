@@ -6,7 +6,10 @@
  *   L = 16, AVX-512 build: linear_fp32_ggml_16_lane_mul_mat and
  *           logits_fp32_ggml_16_lane_mul_mat (identical arithmetic);
  *   L = 8,  AVX2 build:    linear_fp32_ggml_8_lane_mul_mat and
- *           logits_fp32_ggml_8_lane_mul_mat (identical arithmetic).
+ *           logits_fp32_ggml_8_lane_mul_mat (identical arithmetic);
+ *   L = 16, AVX-512 build whose compiler also vectorizes small loops in 4 lanes
+ *           (ggml_loop_vectors min_4_lanes): linear_fp32_ggml_16_lane_mul_mat_4_lane_tail
+ *           and logits_fp32_ggml_16_lane_mul_mat_4_lane_tail.
  *
  * y[m][n] = x[m][k] . w[n][k] (+ bias[n]); weight rows are output features.
  * Every output is one of two dot products, chosen per call:
@@ -23,7 +26,9 @@
  *     a0 += a2; a1 += a3; a0 += a1 (lane-wise); then s =
  *         L = 16: the halving tree of a0 (as above)
  *         L = 8:  t[i] = a0[i] + a0[i+4] (i < 4), s = (t[0] + t[1]) + (t[2] + t[3])
- *     tail t = 0 .. r-1 (r = k - k0), ascending, with plain = r - r % (L/2):
+ *     tail t = 0 .. r-1 (r = k - k0), ascending, with plain = r - r % T, T the
+ *     smallest vector of GCC's leftover loop (T = L/2 = 8 for the 16-lane contracts, 4 for
+ *     the 8-lane and the _4_lane_tail ones):
  *         t <  plain: s = s + w*x   (product rounded, then sum rounded)
  *         t >= plain: s = fma(w, x, s)
  *
@@ -46,7 +51,9 @@ enum {
     V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT = 0x511,
     V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT = 0x512,
     V8_LINEAR_FP32_GGML_8_LANE_MUL_MAT = 0x513,
-    V8_LOGITS_FP32_GGML_8_LANE_MUL_MAT = 0x514
+    V8_LOGITS_FP32_GGML_8_LANE_MUL_MAT = 0x514,
+    V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT_4_LANE_TAIL = 0x515,
+    V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT_4_LANE_TAIL = 0x516
 };
 
 v8_status v8_linear_f32_ggml_ref(int contract, float *y, const float *w, const float *x,

@@ -15,7 +15,7 @@ from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 
 from v8dialect.builder import main
-from v8dialect.host import native_ggml_build
+from v8dialect.host import native_ggml_build, native_loop_vectors
 from v8dialect.ledger import graph_ops
 from v8dialect.paths import circuits_dir
 from v8dialect.program import context
@@ -138,24 +138,37 @@ def test_kv_cache_dtype_selects_the_attention_contract(
     assert "tensor<5xi32>" in str(module)
 
 
-@pytest.mark.parametrize(("build_class", "lanes"), [("avx512", 16), ("avx2", 8)])
+def fp32_mul_mat(kind: str, build_class: str, loop_vectors: str) -> str:
+    """The fp32 linear/logits contract of one llama.cpp build: lanes by the ISA class; on
+    AVX-512 the leftover loop's smallest vector by the compiler's tuning."""
+    if build_class == "avx2":
+        return f"{kind}_fp32_ggml_8_lane_mul_mat"
+    tail = {"min_8_lanes": "", "min_4_lanes": "_4_lane_tail"}[loop_vectors]
+    return f"{kind}_fp32_ggml_16_lane_mul_mat{tail}"
+
+
+@pytest.mark.parametrize(("build_class", "loop_vectors"),
+                         [("avx512", "min_8_lanes"), ("avx512", "min_4_lanes"),
+                          ("avx2", "min_4_lanes"), ("avx2", "min_8_lanes")])
 def test_ggml_build_selects_llamacpps_x86_arithmetic(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], build_class: str, lanes: int
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], build_class: str, loop_vectors: str
 ) -> None:
     model = gguf(tmp_path, "qwen3", matrices=tiny_gguf.F32)
     module = built(capsys, model, "qwen3", "--set", f"ggml_build={build_class}",
+                   "--set", f"ggml_loop_vectors={loop_vectors}",
                    "--kv-capacity", "64", "--prefill-tokens", "5")
-    assert contracts_of(module, "decode", "linear") == {f"linear_fp32_ggml_{lanes}_lane_mul_mat"}
-    assert contracts_of(module, "decode", "logits") == {f"logits_fp32_ggml_{lanes}_lane_mul_mat"}
+    for kind in ("linear", "logits"):
+        assert contracts_of(module, "decode", kind) == {fp32_mul_mat(kind, build_class,
+                                                                     loop_vectors)}
 
 
 def test_native_ggml_build_is_the_running_cpus(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    lanes = {"avx512": 16, "avx2": 8}[native_ggml_build()]
     module = built(capsys, gguf(tmp_path, "qwen3", matrices=tiny_gguf.F32), "qwen3",
                    "--kv-capacity", "64", "--prefill-tokens", "5")
-    assert contracts_of(module, "prefill", "linear") == {f"linear_fp32_ggml_{lanes}_lane_mul_mat"}
+    assert contracts_of(module, "prefill", "linear") == {
+        fp32_mul_mat("linear", native_ggml_build(), native_loop_vectors())}
 
 
 def test_old_manifest_receives_circuit_defaults(
@@ -207,8 +220,8 @@ def test_config_json_builds_with_fp32_weights_and_tying(
     text = str(module)
     assert "!v8.q4_k" not in text and "%output.weight" not in text
     resolve(module)
-    lanes = {"avx512": 16, "avx2": 8}[native_ggml_build()]
-    assert contracts_of(module, "decode", "logits") == {f"logits_fp32_ggml_{lanes}_lane_mul_mat"}
+    assert contracts_of(module, "decode", "logits") == {
+        fp32_mul_mat("logits", native_ggml_build(), native_loop_vectors())}
 
 
 def test_gemma3_records_norm_offset_and_embedding_scale(

@@ -31,6 +31,7 @@ import pytest
 
 from v8dialect.cbuild import BASE_CFLAGS, RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
 from v8dialect.evidence import Outcome, Rung
+from v8dialect.host import native_loop_vectors
 from v8dialect.paths import runtime_c_dir
 
 PROVIDER = "linear_ggml_fp32"
@@ -44,6 +45,8 @@ class Family:
     build: str  # the GgmlOps().build whose libggml computes these bits
     contracts: tuple[str, str]
     selectors: tuple[str, str]
+    tail_block: int  # the block route's tail rounds products down to its last < tail_block
+    loop_vectors: str  # manifest ggml_loop_vectors: the smallest vector of GCC's leftover loop
 
     @property
     def both(self) -> str:
@@ -55,13 +58,21 @@ class Family:
 
 LANES16 = Family(16, "avx512",
                  ("linear_fp32_ggml_16_lane_mul_mat", "logits_fp32_ggml_16_lane_mul_mat"),
-                 ("V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT", "V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT"))
+                 ("V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT", "V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT"),
+                 8, "min_8_lanes")
 LANES8 = Family(8, "avx2",
                 ("linear_fp32_ggml_8_lane_mul_mat", "logits_fp32_ggml_8_lane_mul_mat"),
-                ("V8_LINEAR_FP32_GGML_8_LANE_MUL_MAT", "V8_LOGITS_FP32_GGML_8_LANE_MUL_MAT"))
-FAMILIES = (LANES16, LANES8)
-CONTRACTS = LANES16.contracts + LANES8.contracts
-SELECTORS = LANES16.selectors + LANES8.selectors
+                ("V8_LINEAR_FP32_GGML_8_LANE_MUL_MAT", "V8_LOGITS_FP32_GGML_8_LANE_MUL_MAT"),
+                4, "min_4_lanes")
+# the AVX-512 build whose compiler also vectorizes the leftover loop in 4 lanes
+LANES16_T4 = Family(16, "avx512",
+                    ("linear_fp32_ggml_16_lane_mul_mat_4_lane_tail",
+                     "logits_fp32_ggml_16_lane_mul_mat_4_lane_tail"),
+                    ("V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT_4_LANE_TAIL",
+                     "V8_LOGITS_FP32_GGML_16_LANE_MUL_MAT_4_LANE_TAIL"), 4, "min_4_lanes")
+FAMILIES = (LANES16, LANES8, LANES16_T4)
+CONTRACTS = LANES16.contracts + LANES8.contracts + LANES16_T4.contracts
+SELECTORS = LANES16.selectors + LANES8.selectors + LANES16_T4.selectors
 WORKERS = (1, 2, 3, 4, 8)
 F32 = np.float32
 
@@ -193,7 +204,8 @@ def hadd_tree8(v: np.ndarray) -> np.ndarray:
     return ((t[..., 0] + t[..., 1]).astype(F32) + (t[..., 2] + t[..., 3]).astype(F32)).astype(F32)
 
 
-def model(w: np.ndarray, x: np.ndarray, bias: np.ndarray | None, lanes: int = 16) -> np.ndarray:
+def model(w: np.ndarray, x: np.ndarray, bias: np.ndarray | None, lanes: int = 16,
+          tail_block: int = 8) -> np.ndarray:
     n, k = w.shape
     m = x.shape[0]
     L = lanes  # noqa: N806
@@ -213,10 +225,9 @@ def model(w: np.ndarray, x: np.ndarray, bias: np.ndarray | None, lanes: int = 16
         a0 = ((acc4[0] + acc4[2]).astype(F32) + (acc4[1] + acc4[3]).astype(F32)).astype(F32)
         dot = halving_tree(a0) if L == 16 else hadd_tree8(a0)
         r = k - k0
-        # GCC's vectorized tail: products of whole L-wide vectors, then of one L/2-wide vector,
-        # rounded and added in order; the rest fused
-        half = L // 2
-        plain = r - r % L + (half if r % L >= half else 0)
+        # GCC's vectorized tail: products of whole vectors (L, L/2, ... down to tail_block
+        # wide), rounded and added in order; the rest fused
+        plain = r - r % tail_block
         for t in range(r):
             i = k0 + t
             if t < plain:
@@ -247,7 +258,7 @@ def check_oracle(lg: ModuleType, evidence: Callable[..., Any], fam: Family,
     figures = []
     for ci, (m, n, k) in enumerate(cases):
         w, x, b = data(rng, m, n, k, bias=ci % 3 == 0)
-        want = model(w, x, b, fam.lanes)
+        want = model(w, x, b, fam.lanes, fam.tail_block)
         for sel in fam.selectors:
             got = call(lg, "v8_linear_f32_ggml_ref", sel, w, x, b)
             figures.append({"m": m, "n": n, "k": k, "bias": b is not None, "selector": sel,
@@ -265,6 +276,25 @@ def test_oracle_matches_numpy_model(lg: ModuleType, evidence: Callable[..., Any]
 
 def test_oracle_matches_numpy_model_8_lane(lg: ModuleType, evidence: Callable[..., Any]) -> None:
     check_oracle(lg, evidence, LANES8, ORACLE_CASES_8)
+
+
+def test_oracle_matches_numpy_model_4_lane_tail(lg: ModuleType,
+                                                evidence: Callable[..., Any]) -> None:
+    check_oracle(lg, evidence, LANES16_T4, ORACLE_CASES)
+
+
+def test_the_tail_block_is_part_of_the_contract(lg: ModuleType) -> None:
+    """The two 16-lane contracts differ exactly where the block route's tail has 4-7 elements
+    left after its 8-blocks, and agree where it has none."""
+    rng = np.random.default_rng(17)
+    differing = {}
+    for k in (12, 77, 95, 100, 64, 72, 256):
+        w, x, _ = data(rng, 1, 36, k)
+        a = call(lg, "v8_linear_f32_ggml_ref", LANES16.selectors[0], w, x, None)
+        b = call(lg, "v8_linear_f32_ggml_ref", LANES16_T4.selectors[0], w, x, None)
+        differing[k] = same_bits(a, b)
+    assert all(differing[k] > 0 for k in (12, 77, 95, 100)), differing
+    assert all(differing[k] == 0 for k in (64, 72, 256)), differing
 
 
 def test_the_builds_differ_on_both_routes(lg: ModuleType) -> None:
@@ -330,6 +360,11 @@ def test_production_matches_oracle(lg: ModuleType, native: ModuleType,
     check_production(lg, native, evidence, LANES16, PRODUCTION_CASES)
 
 
+def test_production_matches_oracle_4_lane_tail(lg: ModuleType, native: ModuleType,
+                                               evidence: Callable[..., Any]) -> None:
+    check_production(lg, native, evidence, LANES16_T4, PRODUCTION_CASES)
+
+
 def test_production_matches_oracle_8_lane(lg: ModuleType, native: ModuleType,
                                           evidence: Callable[..., Any]) -> None:
     check_production(lg, native, evidence, LANES8, PRODUCTION_CASES_8)
@@ -360,6 +395,11 @@ def check_threadpool(lg: ModuleType, pools: dict[int, Any], evidence: Callable[.
 def test_threadpool_matches_oracle(lg: ModuleType, pools: dict[int, Any],
                                    evidence: Callable[..., Any]) -> None:
     check_threadpool(lg, pools, evidence, LANES16, PRODUCTION_CASES)
+
+
+def test_threadpool_matches_oracle_4_lane_tail(lg: ModuleType, pools: dict[int, Any],
+                                               evidence: Callable[..., Any]) -> None:
+    check_threadpool(lg, pools, evidence, LANES16_T4, PRODUCTION_CASES)
 
 
 def test_threadpool_matches_oracle_8_lane(lg: ModuleType, pools: dict[int, Any],
@@ -394,6 +434,12 @@ def ggml_ops_or_unresolved(evidence: Callable[..., Any], fam: Family) -> Any:
         pytest.skip(f"llama.cpp's libggml here is its {build} build; {fam.both} reproduce the "
                     f"{fam.build} build ({fam.lanes} fp32 lanes), so only that libggml can "
                     f"confirm them")
+    # llama.cpp was compiled on this machine: its leftover loops are what this compiler makes
+    # of them (the builder's ggml_loop_vectors = native)
+    if fam.lanes == 16 and native_loop_vectors() != fam.loop_vectors:
+        pytest.skip(f"this machine's compiler vectorizes ggml's small loops as "
+                    f"{native_loop_vectors()}; {fam.both} reproduce builds with "
+                    f"{fam.loop_vectors}")
     return g
 
 
@@ -431,6 +477,11 @@ def test_matches_llama_cpp_ggml(lg: ModuleType, pools: dict[int, Any],
     check_llama_cpp(lg, pools, evidence, LANES16, GGML_EXTRA)
 
 
+def test_matches_llama_cpp_ggml_4_lane_tail(lg: ModuleType, pools: dict[int, Any],
+                                            evidence: Callable[..., Any]) -> None:
+    check_llama_cpp(lg, pools, evidence, LANES16_T4, GGML_EXTRA + GGML_EXTRA_8)
+
+
 def test_matches_llama_cpp_ggml_8_lane(lg: ModuleType, pools: dict[int, Any],
                                        evidence: Callable[..., Any]) -> None:
     check_llama_cpp(lg, pools, evidence, LANES8, GGML_EXTRA + GGML_EXTRA_8)
@@ -450,7 +501,8 @@ def test_argument_checks_leave_output_untouched(lg: ModuleType, pools: dict[int,
     sel = lib.V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT
     bad = {
         "unknown_selector": ((0x501, yp, wp, xp, f.NULL, 2, 8, 16), 3),
-        "unknown_selector_after_8_lane": ((0x515, yp, wp, xp, f.NULL, 2, 8, 16), 3),
+        "unknown_selector_after_the_last": ((max(getattr(lib, s) for s in SELECTORS) + 1, yp, wp,
+                                             xp, f.NULL, 2, 8, 16), 3),
         "null_y_8_lane": ((lib.V8_LOGITS_FP32_GGML_8_LANE_MUL_MAT, f.NULL, wp, xp, f.NULL,
                            2, 8, 16), 1),
         "null_y": ((sel, f.NULL, wp, xp, f.NULL, 2, 8, 16), 1),
