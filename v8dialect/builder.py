@@ -66,6 +66,7 @@ from v8dialect.attributes import (
     RequirementAttr,
 )
 from v8dialect.circuits import MANIFEST_SELECTORS, SELECTOR_VALUES, Choice, Circuit, OpTemplate, load_circuit
+from v8dialect.cli_args import ArgumentParser
 from v8dialect.contract_ir import to_attr
 from v8dialect.contracts import ContractRegistry, load_registry
 from v8dialect.host import NATIVE, HostError, native_ggml_build, native_loop_vectors
@@ -963,7 +964,7 @@ def print_module(module: ModuleOp, stream: IO[str]) -> None:
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     assert __doc__ is not None  # the module docstring is the command's help
-    parser = argparse.ArgumentParser(prog="v8-build", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="v8-build", description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path, help="a GGUF file or a config JSON")
     parser.add_argument(
         "--circuit", required=True, help="a family name (circuits/<name>.json) or a path"

@@ -16,7 +16,6 @@ from the ledger, never by hand.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from v8dialect import vocab
+from v8dialect.cli_args import ArgumentParser
 from v8dialect.contracts import ContractRegistry, load_registry, registry_files
 from v8dialect.evidence import Evidence, Outcome, Rung, entries, ledger_path
 from v8dialect.kernel_maps import KernelMap, KernelMapSet, load_kernel_maps, map_files
@@ -205,7 +205,7 @@ def update_circuit_files(index: LedgerIndex) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     assert __doc__ is not None  # the module docstring is the command's help
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ledger", type=Path, default=None, help="ledger file (default: V8_EVIDENCE_LEDGER)")
     parser.add_argument("--update", action="store_true", help="rewrite statuses from the ledger")
     args = parser.parse_args(argv)

@@ -24,6 +24,7 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from v8dialect.cli_args import adopt
 from v8dialect.diagnostics import EXCERPT_WIDTH, V8Error, located, op_error
 from v8dialect.structure import check_structure
 from v8dialect.textguard import LocatingParser, check_string_literals, decode_source
@@ -150,6 +151,7 @@ class V8OptMain(xDSLOptMain):
         self.available_targets.update(V8_UNIVERSE.all_targets)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        adopt(arg_parser)  # usage errors exit 1, located, like all bad input
         super().register_all_arguments(arg_parser)
         group = arg_parser.add_argument_group("v8 passes (mlir-opt style flags)")
         for name in get_all_passes():
@@ -188,8 +190,10 @@ def _report(error: BaseException) -> None:
             text = parse_error_text(error)
         case V8Error():
             text = str(error)
-        case _:
-            text = f"error: {str(error).strip()}"
+        case OSError(filename=str() as name):  # the input or output file itself
+            text = f"{name}: error: {error.strerror or error}"
+        case _:  # nothing narrower to point at than the command line
+            text = f"v8-opt: error: {str(error).strip()}"
     print(text, file=sys.stderr)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from v8dialect.cli_args import ArgumentParser
 from v8dialect.diagnostics import V8Error
 from v8dialect.model_session import ModelSession, SessionError
 
@@ -33,7 +34,7 @@ class UsageError(Exception):
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     assert __doc__ is not None  # the module docstring is the command's help
-    p = argparse.ArgumentParser(prog="v8-run", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="v8-run", description=__doc__.split("\n\n")[0])
     p.add_argument("model", type=Path, help="a GGUF file")
     p.add_argument("--circuit", required=True, help="a family name or a circuit file")
     source = p.add_mutually_exclusive_group(required=True)

@@ -17,6 +17,9 @@ from pathlib import Path
 
 from v8dialect.builder import main as build_main
 from v8dialect.contract_ir import main as contract_ir_main
+from v8dialect.opt import main as opt_main_entry
+from v8dialect.parity.cli import main as parity_main
+from v8dialect.run_cli import main as run_main
 from v8dialect.opt import main as opt_main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +40,10 @@ def call(entry: Callable[[Sequence[str]], int], argv: Sequence[str]) -> Outcome:
     out, err = io.StringIO(), io.StringIO()
     start = time.process_time()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = entry(list(argv))
+        try:
+            code = entry(list(argv))
+        except SystemExit as e:  # argparse's exit, as a console script would report it
+            code = e.code if isinstance(e.code, int) else 1
     return Outcome(code, err.getvalue(), time.process_time() - start)
 
 
@@ -143,6 +149,40 @@ def contract_id_target(data: bytes, folder: Path) -> Outcome:
     return call(contract_ir_main, ids)
 
 
+# Command lines: NUL-separated arguments; MODEL stands for a file that is not GGUF (so v8-parity
+# and v8-run stop before llama.cpp or a C build sees it), TINY for a real tiny GGUF (v8-build).
+CLI_ENTRIES: dict[str, Callable[[Sequence[str]], int]] = {
+    "cli-opt": opt_main_entry, "cli-build": build_main, "cli-parity": parity_main,
+    "cli-run": run_main,
+}
+
+
+def cli_target(name: str) -> Callable[[bytes, Path], Outcome]:
+    def run(data: bytes, folder: Path) -> Outcome:
+        junk = folder / "model.gguf"
+        junk.write_bytes(b"GGUF but not a model")
+        stand_ins = {"MODEL": str(junk), "TINY": str(tiny_gguf(folder)), "EXAMPLE": str(EXAMPLE)}
+        argv = [stand_ins.get(part, part) for part in
+                (p.decode("utf-8", "surrogateescape") for p in data.split(b"\0"))]
+        return call(CLI_ENTRIES[name], argv)
+    return run
+
+
+def cli_seeds(name: str) -> list[bytes]:
+    seeds = {
+        "cli-opt": [["EXAMPLE", "--resolve-contracts", "-t", "mlir"],
+                    ["EXAMPLE", '--resolve-contracts=mode="production"', "--split-input-file"]],
+        "cli-build": [["TINY", "--circuit", "qwen3", "--prefill-tokens", "4", "--kv-capacity", "32",
+                       "--set", "ggml_build=avx2"]],
+        "cli-parity": [["MODEL", "--circuit", "qwen3", "--prompt-len", "16", "--decode", "4",
+                        "--threads", "1,2", "--repack", "both", "--ubatch", "64", "--set",
+                        "weight_layout=plain"]],
+        "cli-run": [["MODEL", "--circuit", "qwen3", "--prompt", "Hello", "-n", "8", "--threads", "2",
+                     "--ubatch", "16", "--kv-capacity", "64"]],
+    }[name]
+    return [b"\0".join(arg.encode() for arg in seed) for seed in seeds]
+
+
 # corpus folder -> how its files are run
 TARGETS: dict[str, Callable[[bytes, Path], Outcome]] = {
     "mlir": mlir_target(()),
@@ -155,6 +195,7 @@ TARGETS: dict[str, Callable[[bytes, Path], Outcome]] = {
     "config": config_target,
     "gguf": gguf_target,
     "contract-id": contract_id_target,
+    **{name: cli_target(name) for name in CLI_ENTRIES},
 }
 
 

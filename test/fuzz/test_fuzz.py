@@ -1,6 +1,7 @@
 """Mutated MLIR, registries, kernel maps, circuits, config JSON and GGUF files through v8-opt and
-v8-build, and mutated contract ids through `python -m v8dialect.contract_ir`: exit 0, or exit 1
-with a located error; never an exception, never over two seconds.
+v8-build, mutated command lines of v8-opt, v8-build, v8-parity and v8-run, and mutated contract
+ids through `python -m v8dialect.contract_ir`: exit 0, or exit 1 with a located error; never an
+exception, never over two seconds.
 
 Bounded for `make test` (V8_FUZZ_EXAMPLES per target, default 12, derandomized); `make fuzz`
 runs thousands.  Every input that once broke the rule lives in corpus/<target>/ and is replayed.
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fuzz_support import CORPUS, EXAMPLE, QWEN3_CONFIG, ROOT, check_input, tiny_gguf
+from fuzz_support import CORPUS, EXAMPLE, QWEN3_CONFIG, ROOT, check_input, cli_seeds, tiny_gguf
 
 try:
     from hypothesis import HealthCheck, Phase, given, settings
@@ -141,6 +142,10 @@ else:
     with tempfile.TemporaryDirectory() as _folder:
         GGUF_SEED = tiny_gguf(Path(_folder)).read_bytes()
     test_gguf = fuzz("gguf", mutated, [GGUF_SEED])
+    test_cli_opt = fuzz("cli-opt", mutated, cli_seeds("cli-opt"))
+    test_cli_build = fuzz("cli-build", mutated, cli_seeds("cli-build"))
+    test_cli_parity = fuzz("cli-parity", mutated, cli_seeds("cli-parity"))
+    test_cli_run = fuzz("cli-run", mutated, cli_seeds("cli-run"))
     test_contract_id = fuzz("contract-id", mutated,
                             [b"f16_online_fp32_merge", b"q4_k_x_q8_k_fp32_block_order\0fp32_online",
                              b"f16_flash_auto_qtile64_fp32_dot"])

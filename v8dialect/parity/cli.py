@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from v8dialect.cli_args import ArgumentParser
 from v8dialect.diagnostics import V8Error
 from v8dialect.host import HostError, ggml_build_of_system_info
 from v8dialect.model_session import SessionError
@@ -44,7 +45,7 @@ def int_list(text: str, what: str) -> list[int]:
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     assert __doc__ is not None  # the module docstring is the command's help
-    p = argparse.ArgumentParser(prog="v8-parity", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="v8-parity", description=__doc__.split("\n\n")[0])
     p.add_argument("model", type=Path, help="a GGUF file llama.cpp can load")
     p.add_argument("--circuit", required=True, help="a family name or a circuit file")
     prompt = p.add_mutually_exclusive_group()

@@ -10,11 +10,12 @@ global symbol scope: run it as its own process next to anything that loads anoth
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import sys
 from collections import Counter
 from pathlib import Path
+
+from v8dialect.cli_args import ArgumentParser
 
 FILE_TYPES = ("F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K_S", "Q4_K_M",
               "Q5_K_S", "Q5_K_M", "Q6_K")
@@ -43,7 +44,7 @@ def tensor_types(path: Path) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m v8dialect.parity.quantize",
+    ap = ArgumentParser(prog="python -m v8dialect.parity.quantize",
                                  description="quantize a GGUF file with llama.cpp's quantizer")
     ap.add_argument("src", type=Path)
     ap.add_argument("dst", type=Path)
