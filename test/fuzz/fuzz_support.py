@@ -17,10 +17,10 @@ from pathlib import Path
 
 from v8dialect.builder import main as build_main
 from v8dialect.contract_ir import main as contract_ir_main
+from v8dialect.opt import main as opt_main
 from v8dialect.opt import main as opt_main_entry
 from v8dialect.parity.cli import main as parity_main
 from v8dialect.run_cli import main as run_main
-from v8dialect.opt import main as opt_main
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parent / "corpus"
