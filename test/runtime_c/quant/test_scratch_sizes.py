@@ -11,20 +11,23 @@ written past the size).  Weights come from v8's own reference quantizers (no ggm
 
 from __future__ import annotations
 
+import sys
 import zlib
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from ql_support import Q0_ACTIVATION, QL, isa_paths, make_activation, make_weights
 
-V8_OK, V8_ERR_BAD_DIMENSION = 0, 2
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/runtime_c: shared checks
+from scratch_agreement import (  # noqa: E402
+    Caller,
+    check_agreement,
+)
+
 N = 40                      # weight rows: not a multiple of the 16 / 32-row tiles
 WORKERS = 2
-GUARD = 64                  # pattern bytes after the scratch size, must stay intact
-PATTERN = 0xA5
-ROOMY = 4096                # extra bytes for the reference call
 
 KQ_FORMATS = ("q4_k", "q5_k", "q6_k")
 Q0_FORMATS = ("q8_0", "q5_0", "q4_0", "q4_1", "q5_1")
@@ -54,45 +57,10 @@ def scratch_need(ql: QL, fmt: str, kind: str, m: int, k: int) -> int:
     return int(getattr(ql.lib, f"v8_{family}_gemm_scratch_bytes")(m, k))
 
 
-def scratch_buffer(size: int) -> np.ndarray:
-    """size bytes plus a guard tail, 4-byte aligned (the providers require it), all PATTERN."""
-    raw = np.empty((size + GUARD + 3) // 4, dtype=np.float32)
-    buf = raw.view(np.uint8)[: size + GUARD]
-    buf[:] = PATTERN
-    assert buf.ctypes.data % 4 == 0
-    return buf
 
 
-# a call: (y, scratch, scratch_bytes) -> status
-Caller = Callable[[np.ndarray, np.ndarray, int], int]
 
 
-def check_agreement(ql: QL, call: Caller, y_shape: tuple[int, ...], need: int,
-                    masks: list[int]) -> None:
-    """Short scratch refused before any write; exact scratch accepted, fully written, bits as
-    with a roomy scratch, nothing past `need` touched; on each CPU mask given."""
-    assert need > 0
-    try:
-        for mask in masks:
-            ql.lib.v8_cpu_restrict(mask)
-            y = np.full(y_shape, np.nan, dtype=np.float32)
-            scratch = scratch_buffer(need)
-            st = call(y, scratch, need - 1)
-            assert st == V8_ERR_BAD_DIMENSION, (hex(mask), st)
-            assert np.isnan(y).all(), hex(mask)
-            assert (scratch == PATTERN).all(), f"short scratch written before refusal ({hex(mask)})"
-
-            y_roomy = np.full(y_shape, np.nan, dtype=np.float32)
-            assert call(y_roomy, scratch_buffer(need + ROOMY), need + ROOMY) == V8_OK, hex(mask)
-            y = np.full(y_shape, np.nan, dtype=np.float32)
-            scratch = scratch_buffer(need)
-            st = call(y, scratch, need)
-            assert st == V8_OK, (hex(mask), st)
-            assert np.isfinite(y).all(), hex(mask)
-            assert np.array_equal(y.view(np.uint32), y_roomy.view(np.uint32)), hex(mask)
-            assert (scratch[need:] == PATTERN).all(), f"wrote past the scratch size ({hex(mask)})"
-    finally:
-        ql.lib.v8_cpu_restrict(0xFFFFFFFF)
 
 
 def masks_for(ql: QL, variant: str) -> list[int]:
@@ -123,7 +91,7 @@ def run_linear(ql: QL, fmt: str, shape: tuple[str, int, int], variant: str) -> N
     w = ql.quantize(fmt, make_weights(N, k, seed))
     x = make_activation(k, seed + 1) if kind == "gemv" else make_activation(k, seed + 1, m)
     y_shape = (N,) if kind == "gemv" else (m, N)
-    check_agreement(ql, linear_caller(ql, fmt, kind, variant, w, x, m, k), y_shape,
+    check_agreement(ql.lib.v8_cpu_restrict, linear_caller(ql, fmt, kind, variant, w, x, m, k), y_shape,
                     scratch_need(ql, fmt, kind, m, k), masks_for(ql, variant))
 
 
@@ -162,4 +130,4 @@ def test_split_k_scratch_agrees_with_size_function(ql: QL, shape: tuple[int, int
 
     need = int(ql.lib.v8_ql_split_k_scratch_bytes(N, k, parts))
     assert need > int(ql.lib.v8_ql_gemv_scratch_bytes(k))   # the partials are part of it
-    check_agreement(ql, call, (N,), need, masks_for(ql, variant))
+    check_agreement(ql.lib.v8_cpu_restrict, call, (N,), need, masks_for(ql, variant))
