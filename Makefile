@@ -102,6 +102,6 @@ SANITIZE_DIRS = $(sort $(dir $(wildcard test/runtime_c/*/conftest.py test/runtim
 test-sanitize:
 	set -e; for d in $(SANITIZE_DIRS); do $(SANITIZE_ENV) $(PYTEST) -p no:cacheprovider $$d; done
 
-# The fuzz suite at length (1,200 inputs for each of 9 targets); `make test` runs it bounded.
+# The fuzz suite at length (1,200 inputs for each of 15 targets); `make test` runs it bounded.
 fuzz:
 	V8_FUZZ_EXAMPLES=1200 $(PYTEST) test/fuzz
