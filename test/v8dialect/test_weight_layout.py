@@ -49,6 +49,15 @@ def test_parity_follows_the_build_of_the_llamacpp_it_runs() -> None:
     forced = ParityCase(model=Path("m.gguf"), circuit="qwen3", prompt=(1,), decode=(),
                         overrides=("ggml_build=avx512",), reference_build="avx2")
     assert forced.build_overrides() == ("ggml_build=avx512", "weight_layout=ggml_repacked")
+    tuned = ParityCase(model=Path("m.gguf"), circuit="qwen3", prompt=(1,), decode=(),
+                       reference_build="avx512", reference_loop_vectors="min_4_lanes")
+    assert tuned.build_overrides() == ("weight_layout=ggml_repacked", "ggml_build=avx512",
+                                       "ggml_loop_vectors=min_4_lanes")
+    pinned = ParityCase(model=Path("m.gguf"), circuit="qwen3", prompt=(1,), decode=(),
+                        overrides=("ggml_loop_vectors=min_8_lanes",),
+                        reference_loop_vectors="min_4_lanes")
+    assert pinned.build_overrides() == ("ggml_loop_vectors=min_8_lanes",
+                                        "weight_layout=ggml_repacked")
 
 
 @pytest.mark.parametrize("layout", ["ggml_repacked", "plain"])

@@ -92,9 +92,18 @@ def cases(args: argparse.Namespace, vocab: int) -> list[ParityCase]:
         raise UsageError(f"{len(prompt)} prompt + {len(decode)} decode tokens exceed "
                          f"--kv-capacity {args.kv_capacity}")
     build = ggml_build_of_system_info(oracle_info().system_info)
+    loop_vectors = reference_loop_vectors()
     return [ParityCase(args.model, args.circuit, prompt, decode, t, r, args.kv_capacity,
-                       tuple(args.set), args.position_streams, args.ubatch, build)
+                       tuple(args.set), args.position_streams, args.ubatch, build, loop_vectors)
             for r in repacks for t in threads]
+
+
+def reference_loop_vectors() -> str:
+    """How the compiler of the llama.cpp that runs vectorized ggml's small loops, read off its
+    own libggml: the v8 build then names the same form even if llama.cpp was built elsewhere."""
+    from v8dialect.parity.ggml_ops import GgmlOps
+
+    return GgmlOps(mem_bytes=1 << 22).loop_vectors()
 
 
 def report(result: ParityResult, out: Any) -> None:

@@ -15,6 +15,7 @@ by default) and runs the graph on a CPU backend, so the weight's repacked GEMV/G
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import os
 from contextlib import ExitStack
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any, Self
 
 import numpy as np
 
+from v8dialect.host import HostError
 from v8dialect.parity.llamacpp import GgmlTensor, OracleMissing
 
 TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8,
@@ -47,6 +49,26 @@ def llama_cpp_lib_dir() -> Path:
         raise OracleMissing("llama-cpp-python is not installed; install the 'oracle' extra: "
                             "pip install -e '.[oracle]'")
     return Path(next(iter(spec.submodule_search_locations))) / "lib"
+
+
+def _leftover_sums(w: np.ndarray[Any, Any], x: np.ndarray[Any, Any], block: int) -> np.ndarray[Any, Any]:
+    """Each row's dot with x as a leftover loop whose products are rounded up to the last
+    K % block elements and fused after (fmaf: one rounding), in fp32 from +0."""
+    libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+    libm.fmaf.restype = ctypes.c_float
+    libm.fmaf.argtypes = [ctypes.c_float] * 3
+    k = x.shape[0]
+    rounded = k - k % block
+    out = np.zeros(w.shape[0], np.float32)
+    for r in range(w.shape[0]):
+        s = np.float32(0.0)
+        for i in range(k):
+            if i < rounded:
+                s = np.float32(s + np.float32(w[r, i] * x[i]))
+            else:
+                s = np.float32(libm.fmaf(float(w[r, i]), float(x[i]), float(s)))
+        out[r] = s
+    return out
 
 
 def _sanitizer_runtime_loaded() -> bool:
@@ -155,6 +177,23 @@ class GgmlOps:
         if self.cpu.ggml_cpu_has_avx2():
             return "avx2"
         return "other"
+
+    def loop_vectors(self) -> str:
+        """This libggml's `ggml_loop_vectors` form (v8dialect/host.py): how its compiler
+        vectorized ggml_vec_dot_f32's leftover loop, read off one f32 mul_mat whose dots are
+        all leftovers (K = 13, below one vector step; M = 1 takes vec_dot): 8 products rounded
+        and 5 fused (min_8_lanes), or 12 and 1 (min_4_lanes)."""
+        rng = np.random.default_rng(13)
+        w = rng.standard_normal((64, 13)).astype(np.float32)
+        x = rng.standard_normal((1, 13)).astype(np.float32)
+        got = self.mul_mat(w, "f32", x, 13)[0].view(np.uint32)
+        forms = [form for form, block in (("min_8_lanes", 8), ("min_4_lanes", 4))
+                 if np.array_equal(got, _leftover_sums(w, x[0], block).view(np.uint32))]
+        if len(forms) != 1:
+            raise HostError("llama.cpp's ggml_vec_dot_f32 leftovers match "
+                            f"{'both' if forms else 'neither'} ggml_loop_vectors form; pass "
+                            "--set ggml_loop_vectors=min_8_lanes or min_4_lanes")
+        return forms[0]
 
     def __enter__(self) -> Self:
         return self

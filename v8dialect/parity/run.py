@@ -36,6 +36,7 @@ class ParityCase:
     position_streams: bool = False  # four distinct M-RoPE streams, llama.cpp fed embeddings
     ubatch: int = 512  # the prompt runs in micro-batches of at most this many tokens
     reference_build: str | None = None  # llama.cpp's x86 build class (ggml_build), when known
+    reference_loop_vectors: str | None = None  # its compiler's small-loop form, when known
 
     def calls(self) -> list[tuple[str, tuple[int, ...]]]:
         """The prompt in micro-batches (each one prefill call, as llama.cpp splits a batch into
@@ -46,12 +47,14 @@ class ParityCase:
     def build_overrides(self) -> tuple[str, ...]:
         """The v8 build's manifest settings: the case's own, plus what the reference engine
         implies unless the case sets it itself — weight_layout from the repack switch
-        (ggml_repacked when llama.cpp repacks, plain when it does not) and ggml_build from
-        the build of the llama.cpp that runs."""
+        (ggml_repacked when llama.cpp repacks, plain when it does not), ggml_build from
+        the build of the llama.cpp that runs and ggml_loop_vectors from its libggml."""
         given = {o.partition("=")[0].strip() for o in self.overrides}
         implied = {"weight_layout": "ggml_repacked" if self.repack else "plain"}
         if self.reference_build is not None:
             implied["ggml_build"] = self.reference_build
+        if self.reference_loop_vectors is not None:
+            implied["ggml_loop_vectors"] = self.reference_loop_vectors
         return (*self.overrides,
                 *(f"{key}={value}" for key, value in implied.items() if key not in given))
 

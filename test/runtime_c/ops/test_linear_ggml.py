@@ -477,6 +477,15 @@ def test_matches_llama_cpp_ggml(lg: ModuleType, pools: dict[int, Any],
     check_llama_cpp(lg, pools, evidence, LANES16, GGML_EXTRA)
 
 
+def test_libggml_loop_vectors_is_the_host_compilers(evidence: Callable[..., Any]) -> None:
+    """llama.cpp was compiled on this machine, so the form v8-parity reads off its libggml
+    (GgmlOps.loop_vectors) and the form the builder's native probe reads off this machine's
+    compiler (host.native_loop_vectors) must be the same."""
+    g = ggml_ops_or_unresolved(evidence, LANES16 if native_loop_vectors() == "min_8_lanes"
+                               else LANES16_T4)
+    assert g.loop_vectors() == native_loop_vectors()
+
+
 def test_matches_llama_cpp_ggml_4_lane_tail(lg: ModuleType, pools: dict[int, Any],
                                             evidence: Callable[..., Any]) -> None:
     check_llama_cpp(lg, pools, evidence, LANES16_T4, GGML_EXTRA + GGML_EXTRA_8)
