@@ -106,6 +106,7 @@ from v8dialect.ops import element as element_dtype
 from v8dialect.ops import shape as tensor_shape
 
 DEFAULT_PREFILL_TOKENS = 16
+MAX_LAYERS = 512  # llama.cpp's LLAMA_MAX_LAYERS: no model file it loads has more
 DEFAULT_KV_CAPACITY = 4096
 DECODE_TOKENS = 1
 CONFIG_WEIGHT_TYPE = "f32"  # a config JSON has no tensors: weights are taken as fp32
@@ -824,7 +825,7 @@ class FunctionBuilder:
         for op in self.circuit.prologue:
             self.emit(op, values, None)
         period = self.period()
-        for layer in range(self.integer_field("block_count")):
+        for layer in range(self.block_count()):
             kind = self.circuit.layers.kind_of(layer, period)
             for op in self.circuit.block:
                 if op.in_layer(kind):
@@ -840,6 +841,15 @@ class FunctionBuilder:
             Region(self.block),
             arg_attrs=ArrayAttr(self.args.attrs),
         )
+
+    def block_count(self) -> int:
+        """The layer count, within llama.cpp's own limit: each layer is emitted as ops, so an
+        absurd count would be a build that never ends rather than an error."""
+        layers = self.integer_field("block_count")
+        if layers > MAX_LAYERS:
+            raise BuildError(self.manifest.file, f"manifest value 'block_count' = {layers} "
+                             f"exceeds {MAX_LAYERS} layers (llama.cpp's LLAMA_MAX_LAYERS)")
+        return layers
 
     def integer_field(self, name: str) -> int:
         value = self.manifest.get(name)

@@ -198,6 +198,20 @@ def test_old_manifest_receives_circuit_defaults(
     assert "head_count_kv = 4" in manifest
 
 
+def test_layer_count_beyond_llamacpps_limit_is_refused_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each layer is emitted as ops: 20,000 layers from a fuzzed config built for minutes."""
+    config = {"model_type": "qwen3", "num_hidden_layers": 513, "hidden_size": 256,
+              "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 64, "vocab_size": 512}
+    file = tmp_path / "config.json"
+    file.write_text(json.dumps(config))
+    rc, _, err = build(capsys, file, "qwen3")
+    assert rc == 1
+    assert f"{file}: error: manifest value 'block_count' = 513 exceeds 512 layers" in err
+
+
 def test_config_json_builds_with_fp32_weights_and_tying(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
