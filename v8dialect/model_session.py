@@ -180,11 +180,16 @@ class ModelSession:
         """Empty caches and states: the next prefill starts a new sequence."""
         sig = self.program.phases["decode" if "decode" in self.program.phases else "prefill"]
         self.state = {}
-        for buf in sig.inputs:
-            if buf.name.endswith("_cache"):
-                self.state[buf.name] = np.zeros(buf.shape, np.uint16)
-            elif buf.name.endswith(("conv_state", "ssm_state")):
-                self.state[buf.name] = np.zeros(buf.shape, F32)
+        try:
+            for buf in sig.inputs:
+                if buf.name.endswith("_cache"):
+                    self.state[buf.name] = np.zeros(buf.shape, np.uint16)
+                elif buf.name.endswith(("conv_state", "ssm_state")):
+                    self.state[buf.name] = np.zeros(buf.shape, F32)
+        except MemoryError as e:  # a KV capacity this machine cannot hold is the user's input
+            self.state = {}
+            raise SessionError(f"the KV caches and recurrent states do not fit in memory ({e}); "
+                               "build with a smaller --kv-capacity") from None
         self.n_past = 0
 
     def positions(self, program: Program, phase: str, t: int) -> np.ndarray[Any, Any]:
