@@ -106,7 +106,8 @@ from v8dialect.ops import element as element_dtype
 from v8dialect.ops import shape as tensor_shape
 
 DEFAULT_PREFILL_TOKENS = 16
-MAX_LAYERS = 512  # llama.cpp's LLAMA_MAX_LAYERS: no model file it loads has more
+MAX_LAYERS = 512  # the most layers llama.cpp loads: no model file it runs has more
+MAX_POSITIONS = 2**31 - 1
 DEFAULT_KV_CAPACITY = 4096
 DECODE_TOKENS = 1
 CONFIG_WEIGHT_TYPE = "f32"  # a config JSON has no tensors: weights are taken as fp32
@@ -848,7 +849,7 @@ class FunctionBuilder:
         layers = self.integer_field("block_count")
         if layers > MAX_LAYERS:
             raise BuildError(self.manifest.file, f"manifest value 'block_count' = {layers} "
-                             f"exceeds {MAX_LAYERS} layers (llama.cpp's LLAMA_MAX_LAYERS)")
+                             f"exceeds {MAX_LAYERS} layers, the most llama.cpp loads")
         return layers
 
     def integer_field(self, name: str) -> int:
@@ -896,6 +897,10 @@ def build_module(
     capacity = options.kv_capacity or default_kv_capacity(circuit, manifest)
     if options.prefill_tokens < 1 or capacity < 1:
         raise BuildError("<command line>", "--prefill-tokens and --kv-capacity must be positive")
+    if max(options.prefill_tokens, capacity) > MAX_POSITIONS:
+        # positions are int32 in the IR and in the C ABI (and in llama.cpp)
+        raise BuildError("<command line>", f"--prefill-tokens and --kv-capacity must be at most "
+                         f"{MAX_POSITIONS}")
     if circuit.kind == "decoder" and options.prefill_tokens > capacity:
         raise BuildError(
             "<command line>",

@@ -190,7 +190,7 @@ def _report(error: BaseException) -> None:
             text = parse_error_text(error)
         case V8Error():
             text = str(error)
-        case OSError(filename=str() as name):  # the input or output file itself
+        case OSError(filename=str() as name) if name:  # the input or output file itself
             text = f"{name}: error: {error.strerror or error}"
         case _:  # nothing narrower to point at than the command line
             text = f"v8-opt: error: {str(error).strip()}"

@@ -212,6 +212,15 @@ def test_layer_count_beyond_llamacpps_limit_is_refused_at_once(
     assert f"{file}: error: manifest value 'block_count' = 513 exceeds 512 layers" in err
 
 
+@pytest.mark.parametrize("flag", ["--kv-capacity", "--prefill-tokens"])
+def test_positions_beyond_int32_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            flag: str) -> None:
+    """A fuzzed --kv-capacity of 10^24 reached the IR as an i64 and raised xDSL's VerifyException."""
+    rc, _, err = build(capsys, gguf(tmp_path, "qwen3"), "qwen3", flag, str(10**24))
+    assert rc == 1
+    assert "<command line>: error: --prefill-tokens and --kv-capacity must be at most 2147483647" in err
+
+
 def test_config_json_builds_with_fp32_weights_and_tying(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
