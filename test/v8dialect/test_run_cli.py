@@ -50,8 +50,8 @@ def test_prompt_text_goes_through_the_files_tokenizer(model: Path) -> None:
     (["--tokens", "1,99999"], "outside the vocabulary"),
     (["--tokens", "1", "--threads", "0"], "--threads: out of range"),
     (["--tokens", ",".join(["1"] * 40), "--kv-capacity", "32"], "exceed the KV capacity"),
-    # a cache this machine cannot hold (~1 TB) is refused, not a MemoryError traceback
-    (["--tokens", "1,2", "-n", "1", "--kv-capacity", "4000000000"],
+    # a cache this machine cannot hold (~0.5 TB) is refused, not a MemoryError traceback
+    (["--tokens", "1,2", "-n", "1", "--kv-capacity", "2000000000"],
      "do not fit in memory"),
 ])
 def test_bad_input_is_a_located_error(model: Path, args: list[str], message: str) -> None:
