@@ -22,9 +22,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from qt_support import ALL_FEATURES, FORMATS, QT, make_activation, random_blocks
-
-from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+from qt_support import ALL_FEATURES, FORMATS, make_activation, random_blocks
+from test_quant_auto import QA
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/runtime_c: shared checks
 from scratch_agreement import (  # noqa: E402
@@ -40,45 +39,9 @@ SHAPES = ((2, 512), (9, 768))   # (m, k): m = 2 below the composite's threshold,
 PROVIDERS = {"tiled_gemm": ("v8_qlt_gemm_scratch_bytes", "V8_QL_{F}_X_Q8_K_FP32_SUPER_BLOCK_FMA_CHAIN"),
              "auto_gemm": ("v8_qla_gemm_scratch_bytes", "V8_QL_{F}_X_Q8_K_LLAMACPP_AUTO_ROWS8")}
 
-_GEMM = ("int contract, float *y, const void *w, const float *x, const float *bias, "
-         "int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
-CDEF = """
-enum { V8_QL_Q4_K_X_Q8_K_FP32_SUPER_BLOCK_FMA_CHAIN = 101,
-       V8_QL_Q6_K_X_Q8_K_FP32_SUPER_BLOCK_FMA_CHAIN = 102,
-       V8_QL_Q5_K_X_Q8_K_FP32_SUPER_BLOCK_FMA_CHAIN = 103,
-       V8_QL_Q4_K_X_Q8_K_LLAMACPP_AUTO_ROWS8 = 111,
-       V8_QL_Q6_K_X_Q8_K_LLAMACPP_AUTO_ROWS8 = 112,
-       V8_QL_Q5_K_X_Q8_K_LLAMACPP_AUTO_ROWS8 = 113 };
-size_t v8_ql_gemm_scratch_bytes(int64_t m, int64_t k);
-size_t v8_qlt_gemm_scratch_bytes(int64_t m, int64_t k);
-size_t v8_qla_gemm_scratch_bytes(int64_t m, int64_t k);
-"""
-for _f in FORMATS:
-    for _part in ("tiled_gemm", "auto_gemm"):
-        CDEF += f"""
-v8_status v8_{_f}_{_part}_ref({_GEMM});
-v8_status v8_{_f}_{_part}({_GEMM});
-v8_status v8_{_f}_{_part}_parallel_dispatch(v8_threadpool *pool, {_GEMM});
-"""
-SOURCES = ("quant/q_formats.c", "quant/q_dot_ref.c", "quant/q_linear.c", "quant_tiled/qt_linear.c",
-           "quant_tiled/qt_auto.c")
-
-
-class QS(QT):
-    """The tiled provider and the composite (with its block-order part) in one module."""
-
-    def __init__(self) -> None:  # pyright: ignore[reportMissingSuperCall]
-        mod = build(CBuild(name="v8_quant_tiled_scratch", cdef=RUNTIME_CORE_CDEF + CDEF,
-                           source='#include "quant_tiled/v8_quant_auto.h"\n',
-                           runtime_sources=RUNTIME_CORE_SOURCES + SOURCES))
-        self.ffi: Any = mod.ffi
-        self.lib: Any = mod.lib
-        self._pools: dict[int, Any] = {}
-
-
 @pytest.fixture(scope="module")
-def qs() -> Iterator[QS]:
-    lib = QS()
+def qs() -> Iterator[QA]:
+    lib = QA()  # test_quant_auto.py's module: the composite and both parts, built once
     yield lib
     lib.lib.v8_cpu_restrict(ALL_FEATURES)
     lib.close()
@@ -94,7 +57,7 @@ def qs() -> Iterator[QS]:
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"m{s[0]}_k{s[1]}")
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("provider", tuple(PROVIDERS))
-def test_scratch_agrees_with_size_function(qs: QS, provider: str, fmt: str,
+def test_scratch_agrees_with_size_function(qs: QA, provider: str, fmt: str,
                                            shape: tuple[int, int], variant: str) -> None:
     m, k = shape
     size_fn, sel_name = PROVIDERS[provider]
