@@ -74,6 +74,7 @@ LINEAR_FIELDS: Mapping[str, tuple[str, ...]] = {
         "int32_per_super_block_6bit_scale_times_32_group_dot",
         "int32_per_super_block_int8_scale_times_16_group_dot_offset_by_bsums",
         "int32_per_64_element_pair_of_groups_6bit_scale_times_32_group_dot",
+        "int32_per_32_block_exact_dot",
     ),
     "float_accumulator": (
         "fp32_8_lanes_fma",
@@ -81,6 +82,7 @@ LINEAR_FIELDS: Mapping[str, tuple[str, ...]] = {
         "fp32_one_chain_per_output_fma_super_block_value_times_activation_d",
         "fp32_chain_per_output_fma_super_block_int_times_rounded_d_times_activation_d",
         "fp32_chain_per_output_fma_64_element_int_in_4_row_groups_super_block_int_in_tail_rows",
+        "fp32_chain_per_output_fma_block_int_times_fp16_product",
     ),
     "min_correction": (
         "none",
