@@ -39,9 +39,8 @@ FILE_TYPES = ("Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K")
 # writes Q5_0/Q5_1/Q8_0 where a K-quant would go; Q8_0 and Q4_0 files do not change with it)
 MODELS = (("qwen3", S.E, (*FILE_TYPES, "F16", "BF16")), ("qwen2", S.E, FILE_TYPES),
           ("nanbeige", S.E, FILE_TYPES), ("qwen3", 896, ("Q4_K_M", "Q5_K_M", "Q6_K")))
-# llama.cpp repacks Q4_0 weights (q4_0_8x8) under its default use_extra_bufts; no contract
-# describes that arithmetic yet, so Q4_0 files run with repacking off
-REPACK = {"Q4_0": "off"}
+# every file type runs with repacking on and off (llama.cpp repacks Q4_K and Q4_0 weights
+# whose row count is a multiple of 8: q4_K_8x8 and q4_0_8x8, each with its own contract)
 CASES = [(fam, width, ft) for fam, width, types in MODELS for ft in types]
 
 
@@ -101,7 +100,7 @@ def test_quantized_file_bit_exact_with_llamacpp(case: tuple[str, int, str], root
     oracle_or_unresolved(evidence, family)
     path, _ = quantized(root, family, width, file_type)
     types = tensor_types(path)
-    repack = REPACK.get(file_type, "both")
+    repack = "both"
     rc, doc, out = parity(path, family, "--prompt-len", str(PROMPT), "--decode", str(DECODE),
                           "--threads", "1,2", "--repack", repack)
     runs = [{"threads": r["threads"], "repack": r["repack"],
@@ -116,14 +115,22 @@ def test_quantized_file_bit_exact_with_llamacpp(case: tuple[str, int, str], root
     assert ok, out[-4000:]
 
 
-def test_repacked_q4_0_is_refused(root: Path) -> None:
-    """Q4_0 under weight_layout=ggml_repacked has no contract (llama.cpp's q4_0_8x8 GEMV/GEMM):
-    the build refuses it, naming the declared alternatives, instead of running other bits."""
+def test_q4_0_contract_follows_weight_layout(root: Path) -> None:
+    """A Q4_0 file's linear and logits ops require the repacked contract under
+    weight_layout=ggml_repacked (the default, llama.cpp's q4_0_8x8 GEMV/GEMM) and the plain
+    block-order contract under weight_layout=plain, never a mix."""
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.fail("unresolved: llama-cpp-python is not installed (the 'oracle' extra)")
     path, _ = quantized(root, "qwen3", S.E, "Q4_0")
-    proc = subprocess.run([sys.executable, "-m", "v8dialect.builder", str(path), "--circuit",
-                           "qwen3", "-o", str(root / "q4_0.mlir")],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "q4_0" in proc.stderr and "weight_layout" in proc.stderr, proc.stderr
+    found: dict[str, tuple[int, int]] = {}
+    for layout in ("ggml_repacked", "plain"):
+        out = root / f"q4_0-{layout}.mlir"
+        proc = subprocess.run([sys.executable, "-m", "v8dialect.builder", str(path), "--circuit",
+                               "qwen3", "--set", f"weight_layout={layout}", "-o", str(out)],
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        text = out.read_text()
+        found[layout] = (text.count('"q4_0_x_q8_0_fp32_repacked_block_chain"'),
+                         text.count('"q4_0_x_q8_0_fp32_block_order"'))
+    assert found["ggml_repacked"][0] > 0 and found["ggml_repacked"][1] == 0, found
+    assert found["plain"][0] == 0 and found["plain"][1] > 0, found
