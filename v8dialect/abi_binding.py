@@ -104,7 +104,11 @@ def _dims_per_head(op: KernelOp) -> dict[str, Attribute]:
 def _dims_embedding(op: KernelOp) -> dict[str, Attribute]:
     (t,) = shape_of(op.buffer("ids"))
     vocab, dim = shape_of(op.buffer("table"))
-    return {"n_tokens": IntegerAttr(t, i64), "n_vocab": IntegerAttr(vocab, i64), "dim": IntegerAttr(dim, i64)}
+    values: dict[str, Attribute] = {
+        "n_tokens": IntegerAttr(t, i64), "n_vocab": IntegerAttr(vocab, i64), "dim": IntegerAttr(dim, i64)}
+    if "scale" in op.params.data:  # a scaled-rows contract's fp32 scale
+        values["scale"] = _param_float(op, "scale")
+    return values
 
 
 def _dims_kv_store(op: KernelOp) -> dict[str, Attribute]:

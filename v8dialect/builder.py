@@ -101,6 +101,7 @@ from v8dialect.ops import (
     RopeOp,
     SigmoidGateOp,
     SwiGLUOp,
+    dtype_name,
 )
 from v8dialect.ops import element as element_dtype
 from v8dialect.ops import shape as tensor_shape
@@ -375,14 +376,21 @@ class FunctionBuilder:
     ) -> SSAValue:
         """The argument for tensor `<prefix><stem>.weight`, checked against the predicted shape."""
         name = f"{self.circuit.prefix(layer)}{stem}.weight"
+        info, element = self.weight_info(op, name, dims)
+        self.used_tensors.add(name)
+        return self.arg(name, tensor_of(info.shape, element), name, transforms)
+
+    def weight_info(
+        self, op: OpTemplate, name: str, dims: Sequence[int]
+    ) -> tuple[TensorInfo, Attribute]:
+        """A weight tensor's stored shape and type, checked, and its v8 element type."""
         info = self.tensor_info(op, name, dims)
         element = element_type(info.dtype)
         if element is None or info.dtype == "i32":
             raise self.conflict(
                 op, f"tensor '{name}' has type {info.dtype}, which no v8 element type represents"
             )
-        self.used_tensors.add(name)
-        return self.arg(name, tensor_of(info.shape, element), name, transforms)
+        return info, element
 
     def tensor_info(self, op: OpTemplate, name: str, dims: Sequence[int]) -> TensorInfo:
         tensors = self.manifest.tensors
@@ -466,27 +474,38 @@ class FunctionBuilder:
     ) -> Operation:
         vocab_size = self.integer("vocab_size", op)
         width = self.integer("embedding_length", op)
-        transforms: dict[str, float] = {}
+        name = f"{self.circuit.prefix(layer)}{self.stem(op)}.weight"
+        dtype = dtype_name(self.weight_info(op, name, (vocab_size, width))[1])
+        contract = self.registry.get(self.choose(op, dtype).contract)
+        assert contract is not None  # the circuit loaded, so every contract exists
+        scales_rows = dict(contract.fields).get("elementwise") == EmbeddingOp.SCALED_ROWS
+        scale = None
         if op.output_scale is not None:
+            scale = math.sqrt(self.number(op.output_scale[1], op))
+        elif scales_rows:
+            raise self.conflict(op, f"contract '{contract.id}' multiplies the gathered rows by a "
+                                    "scale, and the op declares no output_scale")
+        transforms: dict[str, float] = {}
+        if scale is not None and not scales_rows:
             # Scaling the rows in fp32 at load gives the bits of scaling every gathered row
             # in fp32 afterwards, so the row-copy contract stays exact.
-            transforms["weight_scale"] = math.sqrt(self.number(op.output_scale[1], op))
-        table = self.weight(
-            op, self.stem(op), layer, (vocab_size, width), {**transforms, **self.offset(op)}
-        )
-        dtype = self.weight_dtype(table)
+            transforms["weight_scale"] = scale
         if dtype != "f32" and (transforms or self.offset(op)):
             raise self.conflict(
                 op,
-                f"the token embedding table is {dtype}: a load transform (the embedding scale) "
-                "applies to fp32 tables only, and no embedding contract scales gathered rows yet",
+                f"the token embedding table is {dtype}: a load transform "
+                f"({'the embedding scale' if transforms else 'the weight offset'}) applies to "
+                f"fp32 tables only, and contract '{contract.id}' scales no gathered rows",
             )
-        out = tensor_of((dims_of(inputs[0])[0], width), Float32Type())
-        return EmbeddingOp.build(
-            operands=[inputs[0], table],
-            result_types=[out],
-            properties=self.properties(op, layer, self.weight_dtype(table)),
+        table = self.weight(
+            op, self.stem(op), layer, (vocab_size, width), {**transforms, **self.offset(op)}
         )
+        out = tensor_of((dims_of(inputs[0])[0], width), Float32Type())
+        props = self.properties(op, layer, self.weight_dtype(table))
+        if scale is not None and scales_rows:
+            # one fp32 value, as llama.cpp's ggml_scale takes sqrtf(n_embd)
+            props["scale"] = FloatAttr(scale, Float32Type())
+        return EmbeddingOp.build(operands=[inputs[0], table], result_types=[out], properties=props)
 
     def offset(self, op: OpTemplate) -> dict[str, float]:
         amount = op.weight_offset.get(self.manifest.source, 0.0)

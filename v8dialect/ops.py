@@ -12,6 +12,7 @@ kernel map its shapes violate.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -456,17 +457,22 @@ class ResidualAddOp(BinaryElementwiseOp):
 
 @irdl_op_definition
 class EmbeddingOp(GraphOp):
-    """Rows of table [V, E] gathered by int32 ids [T] into [T, E]."""
+    """Rows of table [V, E] gathered by int32 ids [T] into [T, E], optionally times an fp32
+    `scale` (a contract whose elementwise step is SCALED_ROWS, and only such a contract)."""
 
     name = "v8.embedding"
     KERNEL_OP: ClassVar[str] = "embedding"
+    SCALED_ROWS: ClassVar[str] = "ggml_dequantize_row_times_scale"
 
     ids = operand_def(TensorType)
     table = operand_def(TensorType)
     out = result_def(TensorType)
+    scale = opt_prop_def(FloatAttr[Float32Type])
     contract = prop_def(OpContractAttr)
 
-    assembly_format = "$node $phase $ids `,` $table `contract` qualified($contract) " + _TAIL
+    assembly_format = (
+        "$node $phase $ids `,` $table (`scale` $scale^)? `contract` qualified($contract) " + _TAIL
+    )
 
     def verify_(self) -> None:
         (t,) = shape(tensor(self.ids.type, "ids", 1))
@@ -476,6 +482,15 @@ class EmbeddingOp(GraphOp):
         if shape(tensor(self.out.type, "result", 2)) != (t, e):
             raise VerifyException(f"result must be {t}x{e}")
         self.verify_contract_op()
+        scales = self.contract.word("elementwise") == self.SCALED_ROWS
+        if scales and self.scale is None:
+            raise VerifyException(f"contract '{self.contract.id}' multiplies the rows by a scale; "
+                                  "the op needs `scale`")
+        if not scales and self.scale is not None:
+            raise VerifyException(f"contract '{self.contract.id}' applies no scale; the op's "
+                                  "`scale` would be ignored")
+        if self.scale is not None and not math.isfinite(self.scale.value.data):
+            raise VerifyException(f"scale {self.scale.value.data} must be finite")
 
     def dtypes(self) -> Mapping[str, str]:
         return {"ids": "i32", "table": element(self.table.type), "output": element(self.out.type)}

@@ -160,6 +160,7 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
         "gelu_fp16_table_clamped_times_up",
         "gated_delta_rule_ggml_fma_update",
         "ggml_dequantize_row",
+        "ggml_dequantize_row_times_scale",
     ),
     "transcendentals": (
         "none",

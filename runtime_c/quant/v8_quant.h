@@ -445,6 +445,25 @@ enum {
     V8_EMBEDDING_BF16_EXACT_CONVERT = 0x41A
 };
 
+/* Provider embedding_quant_scaled: the same rows, then every value times one
+ * fp32 scale, each product rounded to fp32 (llama.cpp's ggml_scale after
+ * get_rows: Gemma's sqrt(hidden) embedding scale).  Contracts
+ * embedding_<fmt>_ggml_dequantize_row_fp32_scale and
+ * embedding_{f16,bf16}_exact_convert_fp32_scale; the plain functions above
+ * refuse these selectors and these functions refuse the plain ones. */
+enum {
+    V8_EMBEDDING_Q8_0_GGML_DEQUANTIZE_ROW_FP32_SCALE = 0x41B,
+    V8_EMBEDDING_Q5_0_GGML_DEQUANTIZE_ROW_FP32_SCALE = 0x41C,
+    V8_EMBEDDING_Q4_0_GGML_DEQUANTIZE_ROW_FP32_SCALE = 0x41D,
+    V8_EMBEDDING_Q4_1_GGML_DEQUANTIZE_ROW_FP32_SCALE = 0x41E,
+    V8_EMBEDDING_Q5_1_GGML_DEQUANTIZE_ROW_FP32_SCALE = 0x41F,
+    V8_EMBEDDING_Q4_K_GGML_DEQUANTIZE_ROW_FP32_SCALE = 0x420,
+    V8_EMBEDDING_Q5_K_GGML_DEQUANTIZE_ROW_FP32_SCALE = 0x421,
+    V8_EMBEDDING_Q6_K_GGML_DEQUANTIZE_ROW_FP32_SCALE = 0x422,
+    V8_EMBEDDING_F16_EXACT_CONVERT_FP32_SCALE = 0x423,
+    V8_EMBEDDING_BF16_EXACT_CONVERT_FP32_SCALE = 0x424
+};
+
 v8_status v8_embedding_quant_ref(int contract, float *y, const void *table, const int32_t *ids,
                                  int64_t n_tokens, int64_t n_vocab, int64_t dim);
 v8_status v8_embedding_quant(int contract, float *y, const void *table, const int32_t *ids,
@@ -452,6 +471,17 @@ v8_status v8_embedding_quant(int contract, float *y, const void *table, const in
 v8_status v8_embedding_quant_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
                                                const void *table, const int32_t *ids,
                                                int64_t n_tokens, int64_t n_vocab, int64_t dim);
+v8_status v8_embedding_quant_scaled_ref(int contract, float *y, const void *table,
+                                        const int32_t *ids, int64_t n_tokens, int64_t n_vocab,
+                                        int64_t dim, float scale);
+v8_status v8_embedding_quant_scaled(int contract, float *y, const void *table,
+                                    const int32_t *ids, int64_t n_tokens, int64_t n_vocab,
+                                    int64_t dim, float scale);
+v8_status v8_embedding_quant_scaled_parallel_dispatch(v8_threadpool *pool, int contract,
+                                                      float *y, const void *table,
+                                                      const int32_t *ids, int64_t n_tokens,
+                                                      int64_t n_vocab, int64_t dim,
+                                                      float scale);
 
 #ifdef __cplusplus
 }

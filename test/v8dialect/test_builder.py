@@ -276,6 +276,60 @@ def test_gemma3_records_norm_offset_and_embedding_scale(
     assert bases == [10000.0] * 10 + [1000000.0] * 2
 
 
+@pytest.mark.parametrize("qtype", ["Q8_0", "Q6_K", "Q4_K", "F16", "BF16"])
+def test_gemma3_quantized_embedding_scales_the_gathered_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], qtype: str
+) -> None:
+    """A non-fp32 token table keeps its stored type: the embedding op carries the fp32 scale
+    sqrt(hidden) (here sqrt(256) = 16) and a contract that multiplies the dequantized rows by
+    it, the table argument has no load transform, and the tied head reads that same argument."""
+    from gguf import GGMLQuantizationType
+
+    fmt = qtype.lower()
+    model = gguf(tmp_path, "gemma3", retype={"token_embd.weight": GGMLQuantizationType[qtype]})
+    module = built(capsys, model, "gemma3")
+    text = str(module)
+    assert "v8.weight_scale" not in text
+    wanted = (f"embedding_{fmt}_exact_convert_fp32_scale" if fmt in ("f16", "bf16")
+              else f"embedding_{fmt}_ggml_dequantize_row_fp32_scale")
+    for func in ("prefill", "decode"):
+        assert contracts_of(module, func, "embedding") == {wanted}
+    embeddings = [op for op in graph_ops(module) if op.name == "v8.embedding"]
+    heads = [op for op in graph_ops(module) if op.name == "v8.logits"]
+    for emb, head in zip(embeddings, heads, strict=True):
+        assert emb.properties["scale"].value.data == 16.0  # type: ignore[attr-defined]
+        assert emb.operands[1] is head.operands[1]  # one table for lookup and tied head
+    resolve(module)
+    assert f"embedding_{fmt}_scaled" in str(module)
+
+
+def test_scaled_rows_need_the_op_scale_and_the_scale_needs_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A circuit that asks a quantized table for a non-scaling contract under an embedding
+    scale, or a scaling contract without one, is refused at its embedding entry."""
+    from gguf import GGMLQuantizationType
+
+    circuit = json.loads((circuits_dir() / "gemma3.json").read_text())
+    unscaled = json.loads(json.dumps(circuit))
+    for phase in ("prefill", "decode"):
+        for choice in unscaled["requirements"]["embedding"][phase]:
+            choice["contract"] = choice["contract"].removesuffix("_fp32_scale")
+    (tmp_path / "unscaled.json").write_text(json.dumps(unscaled))
+    model = gguf(tmp_path, "gemma3", retype={"token_embd.weight": GGMLQuantizationType.Q8_0})
+    rc, _, err = build(capsys, model, str(tmp_path / "unscaled.json"))
+    assert rc == 1 and "the token embedding table is q8_0" in err, err
+    assert "'embedding_q8_0_ggml_dequantize_row' scales no gathered rows" in err, err
+    assert re.search(r"required by 'token_embd' at .*unscaled\.json:\d+:\d+", err), err
+    no_scale = json.loads(json.dumps(circuit))
+    del no_scale["prologue"][0]["output_scale"]
+    (tmp_path / "no_scale.json").write_text(json.dumps(no_scale))
+    rc, _, err = build(capsys, model, str(tmp_path / "no_scale.json"))
+    assert rc == 1, err
+    assert ("contract 'embedding_q8_0_ggml_dequantize_row_fp32_scale' multiplies the gathered "
+            "rows by a scale, and the op declares no output_scale") in err, err
+
+
 # ---- conflicts: exit 1, a clear located message, no traceback -------------------------------
 
 

@@ -260,10 +260,11 @@ class GgmlOps:
         return self._run(build, threads, m, n)
 
     def get_rows(self, table: np.ndarray[Any, Any], dtype: str, ids: np.ndarray[Any, Any],
-                 cols: int, threads: int = 1) -> np.ndarray[Any, Any]:
+                 cols: int, threads: int = 1, scale: float | None = None) -> np.ndarray[Any, Any]:
         """fp32 rows [T, cols] of `table` (raw blocks or values stored as `dtype`) at int32
         ids [T]: ggml_get_rows, llama.cpp's token embedding lookup (a row dequantized by the
-        type's to_float)."""
+        type's to_float); with `scale`, then ggml_scale by that fp32 value (Gemma's
+        sqrtf(n_embd) on the gathered rows)."""
         n, t = table.shape[0], ids.shape[0]
 
         def build(ctx: int) -> int:
@@ -271,7 +272,8 @@ class GgmlOps:
             i32 = np.ascontiguousarray(ids, np.int32)
             it = self.base.ggml_new_tensor_1d(ctx, 26, t)  # GGML_TYPE_I32
             ctypes.memmove(GgmlTensor.from_address(it).data, i32.ctypes.data, i32.nbytes)
-            return self.base.ggml_get_rows(ctx, wt, it)
+            rows = self.base.ggml_get_rows(ctx, wt, it)
+            return rows if scale is None else self.base.ggml_scale(ctx, rows, scale)
 
         return self._run(build, threads, t, cols)
 

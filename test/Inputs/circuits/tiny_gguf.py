@@ -119,8 +119,10 @@ def write(
     untied: bool = False,
     seed: int = 0,
     matrices: GGMLQuantizationType | None = None,
+    retype: dict[str, GGMLQuantizationType] | None = None,
 ) -> Path:
-    """The preset as a GGUF file; `matrices` replaces the type of every quantized tensor."""
+    """The preset as a GGUF file; `matrices` replaces the type of every quantized tensor,
+    `retype` the types of the named tensors (after `matrices`)."""
     rng = np.random.default_rng(seed)
     writer = GGUFWriter(out, preset.arch)
     metadata = {**preset.metadata, **(overrides or {})}
@@ -147,6 +149,7 @@ def write(
             continue
         if matrices is not None and qtype != F32:
             qtype = matrices
+        qtype = (retype or {}).get(name, qtype)
         data = raw_bytes(shape, qtype, rng)
         writer.add_tensor(name, data, raw_dtype=None if qtype == F32 else qtype)
     writer.write_header_to_file()
