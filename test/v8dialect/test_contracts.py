@@ -60,6 +60,7 @@ def test_packaged_registries_load_with_every_family() -> None:
         "q6_k_x_q8_k_llamacpp_auto_rows8",
         "q4_k_x_q8_k_fp32_repacked_super_block_chain",
         "q4_k_x_q8_k_fp32_repacked_4_row_groups",
+        "q4_0_x_q8_0_fp32_repacked_block_chain",
     }
     ops = {c.op for c in registry.contracts.values() if c.family == "op"}
     assert {"rmsnorm", "qk_norm", "rope", "swiglu", "geglu", "residual_add", "embedding",

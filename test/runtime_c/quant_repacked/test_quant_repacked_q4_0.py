@@ -4,7 +4,7 @@
 oracle      independent numpy model (repacked_q4_0_model.py) vs the scalar C oracle, bit for bit
 external    llama.cpp's mul_mat on a weight in its CPU_REPACK buffer (GgmlOps.mul_mat_repacked,
             ggml 0.25.3's ggml_gemv/ggml_gemm_q4_0_8x8_q8_0) vs the oracle and production,
-            threads 1 and 2, N x K in {896x896, 1024x3072, 4864x896, 904x512},
+            threads 1 and 2, N x K in {896x896, 1024x3072, 3072x1024, 4864x896, 904x512},
             M in {1, 2, 3, 5, 7, 8, 32, 64, 128}, bit for bit
 production  AVX-512 (with and without VNNI), AVX2 and scalar dispatch vs oracle, bit for bit
 threadpool  1, 2, 3 workers vs oracle, bit for bit
@@ -128,7 +128,7 @@ def test_oracle_vs_numpy_model_random_blocks(qr0: QR0, evidence: Any) -> None:
 
 # ---- external: llama.cpp's repacked kernels ------------------------------------------------
 
-EXT_SHAPES = [(896, 896), (1024, 3072), (4864, 896), (904, 512)]
+EXT_SHAPES = [(896, 896), (1024, 3072), (3072, 1024), (4864, 896), (904, 512)]
 EXT_TOKENS = [1, 2, 3, 5, 7, 8, 32, 64, 128]
 
 
