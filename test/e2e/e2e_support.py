@@ -516,13 +516,18 @@ def stream_tensor_types(fam: StreamFamily, layer: int) -> dict[str, str]:
     return types
 
 
-def stream_weights(fam: StreamFamily, seed: int) -> dict[str, tuple[str, np.ndarray]]:
+def stream_weights(fam: StreamFamily, seed: int, width: int = E, all_f32: bool = False
+                   ) -> dict[str, tuple[str, np.ndarray]]:
+    """As synthetic_weights: `width` is the hidden size, `all_f32` types every tensor f32."""
+    E = width  # noqa: N806 (the hidden size of this model)
     rng = np.random.default_rng(seed)
-    proj, norm, out = model_start(rng, fam.tied, fam.output_type)
+    proj, norm, out = model_start(rng, fam.tied, "f32" if all_f32 else fam.output_type, E)
     gated = fam.interval is not None  # Qwen3.5's attention projects a query and a gate per head
     for i in range(fam.layers):
         p = f"blk.{i}."
         types = stream_tensor_types(fam, i)
+        if all_f32:
+            types = {stem: "f32" for stem in types}
         out[p + "attn_norm.weight"] = ("f32", norm(E))
         out[p + ("post_attention_norm" if gated else "ffn_norm") + ".weight"] = ("f32", norm(E))
         shapes = {"ffn_gate": (FFN, E), "ffn_up": (FFN, E), "ffn_down": (E, FFN)}
@@ -547,13 +552,15 @@ def stream_weights(fam: StreamFamily, seed: int) -> dict[str, tuple[str, np.ndar
     return out
 
 
-def write_stream_gguf(fam: StreamFamily, path: Path, seed: int = 0) -> Path:
+def write_stream_gguf(fam: StreamFamily, path: Path, seed: int = 0, width: int = E,
+                      all_f32: bool = False) -> Path:
+    """The family's test model; `width` and `all_f32` as in stream_weights."""
     import gguf
 
     writer = gguf.GGUFWriter(str(path), fam.arch)
     add_tokenizer(writer)
     a = fam.arch
-    ints = {"block_count": fam.layers, "context_length": 4096, "embedding_length": E,
+    ints = {"block_count": fam.layers, "context_length": 4096, "embedding_length": width,
             "feed_forward_length": FFN, "attention.head_count": H,
             "attention.head_count_kv": HKV, "attention.key_length": D,
             "attention.value_length": D, "vocab_size": VOCAB,
@@ -568,7 +575,7 @@ def write_stream_gguf(fam: StreamFamily, path: Path, seed: int = 0) -> Path:
     writer.add_float32(f"{a}.rope.freq_base", fam.rope_base)
     writer.add_array(f"{a}.rope.dimension_sections", list(fam.sections))
     qtypes = {"q4_k": gguf.GGMLQuantizationType.Q4_K, "q6_k": gguf.GGMLQuantizationType.Q6_K}
-    for name, (kind, values) in stream_weights(fam, seed).items():
+    for name, (kind, values) in stream_weights(fam, seed, width, all_f32).items():
         if kind == "f32":
             writer.add_tensor(name, values)
         else:
