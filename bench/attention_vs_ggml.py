@@ -38,12 +38,12 @@ TILED_CDEF = """
 size_t v8_attn_tiled_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim, int n_workers);
 v8_status v8_attn_tiled_parallel_dispatch(v8_threadpool *pool, int contract, float *out,
     const float *q, const void *k, const void *v, int64_t n_q, int64_t n_head, int64_t n_head_kv,
-    int64_t head_dim, int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal, float scale,
+    int64_t head_dim, int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal, int64_t window, float scale,
     void *scratch, size_t scratch_bytes);
 size_t v8_attn_auto_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim, int n_workers);
 v8_status v8_attn_auto_parallel_dispatch(v8_threadpool *pool, int contract, float *out,
     const float *q, const void *k, const void *v, int64_t n_q, int64_t n_head, int64_t n_head_kv,
-    int64_t head_dim, int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal, float scale,
+    int64_t head_dim, int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal, int64_t window, float scale,
     void *scratch, size_t scratch_bytes);
 """
 
@@ -159,7 +159,7 @@ def main() -> None:
             scratch = ffi.new("char[]", max(nbytes, 1))
             call = (pool, contract, ffi.cast("float *", out.ctypes.data),
                     ffi.cast("float *", q.ctypes.data), ffi.cast("void *", k.ctypes.data),
-                    ffi.cast("void *", v.ctypes.data), n_q, h, hkv, d, kv, kv, p0, causal, scale,
+                    ffi.cast("void *", v.ctypes.data), n_q, h, hkv, d, kv, kv, p0, causal, 0, scale,
                     scratch, nbytes)
             status = [0]
 

@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, SSAValue
 
+from v8dialect.attributes import Mask, MaskAttr
 from v8dialect.kernel_maps import KernelMap
 from v8dialect.lowered import CExprAttr, KernelOp
 
@@ -61,12 +62,16 @@ def _dims_attention(op: KernelOp) -> dict[str, Attribute]:
     t, h, d = shape_of(op.buffer("q"))
     hkv, capacity, _ = shape_of(op.buffer("k"))
     mask = op.params.data["mask"]
-    causal = 1 if "causal" in str(mask) else 0
+    assert isinstance(mask, MaskAttr)
+    causal = 1 if mask.data == Mask.CAUSAL else 0
+    window = op.params.data.get("window")
+    window_length = window.value.data if isinstance(window, IntegerAttr) else 0
     return {
         "n_q": IntegerAttr(t, i64), "n_head": IntegerAttr(h, i64), "n_head_kv": IntegerAttr(hkv, i64),
         "head_dim": IntegerAttr(d, i64), "kv_capacity": IntegerAttr(capacity, i64),
         "kv_len": CExprAttr(StringAttr(f"n_past + {t}")), "q_pos0": CExprAttr(StringAttr("n_past")),
-        "causal": IntegerAttr(causal, i32), "scale": _param_float(op, "scale"),
+        "causal": IntegerAttr(causal, i32), "window": IntegerAttr(window_length, i64),
+        "scale": _param_float(op, "scale"),
     }
 
 

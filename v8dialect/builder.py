@@ -43,6 +43,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
     i32,
+    i64,
 )
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
@@ -224,17 +225,12 @@ def _check_heads(file: str, manifest: Manifest) -> None:
         )
 
 
-def default_kv_capacity(circuit: Circuit, manifest: Manifest) -> int:
-    """Context length capped at 4096 and at every sliding window (see attention windows)."""
+def default_kv_capacity(manifest: Manifest) -> int:
+    """Context length capped at 4096 (sliding windows mask inside a full-size cache)."""
     capacity = DEFAULT_KV_CAPACITY
     context = manifest.get("context_length")
     if isinstance(context, int) and context > 0:
         capacity = min(capacity, context)
-    for op in circuit.block:
-        if op.kind == "attention" and op.window is not None:
-            window = manifest.get(op.window)
-            if isinstance(window, int) and window > 0:
-                capacity = min(capacity, window)
     return capacity
 
 
@@ -633,7 +629,7 @@ class FunctionBuilder:
                     f"needs {tokens}x{kv_heads}x{dim} (q's head dim, "
                     f"'{op.kv_heads}' heads)",
                 )
-        self.check_window(op)
+        window = self.window(op)
         kv_dtype = str(self.manifest.get("kv_cache_dtype"))
         element = element_type(kv_dtype)
         if element is None:
@@ -649,6 +645,8 @@ class FunctionBuilder:
         k_cache = self.store(op, layer, "k", k, k_cache, kv_dtype)
         v_cache = self.store(op, layer, "v", v, v_cache, kv_dtype)
         props["mask"] = MaskAttr(Mask(op.mask))
+        if window is not None:
+            props["window"] = IntegerAttr(window, i64)
         props["scale"] = FloatAttr(1.0 / math.sqrt(self.number(op.scale[1], op)), Float32Type())
         return AttentionOp.build(
             operands=[q, k_cache, v_cache], result_types=[q.type], properties=props
@@ -690,19 +688,20 @@ class FunctionBuilder:
         stored.results[0].name_hint = f"{which}_cache"
         return stored.results[0]
 
-    def check_window(self, op: OpTemplate) -> None:
-        """A sliding window that never masks anything is plain causal attention; others refuse."""
+    def window(self, op: OpTemplate) -> int | None:
+        """The op's sliding window in positions (llama.cpp's n_swa), if it has one.
+
+        The KV cache stays full-size: the window masks keys inside it, as llama.cpp's
+        full-size SWA cache (its context default) does, so decode's split-KV extent is the
+        same on every layer."""
         if op.window is None:
-            return
+            return None
         window = self.integer(op.window, op)
-        if self.kv_capacity > window:
+        if not 1 <= window <= MAX_POSITIONS:
             raise self.conflict(
-                op,
-                f"sliding-window attention over {window} positions with a KV "
-                f"capacity of {self.kv_capacity}: v8.attention has no window, so "
-                f"build with --kv-capacity <= {window} (the window then masks "
-                "nothing and causal attention is exact)",
+                op, f"sliding window '{op.window}' = {window} is outside 1..{MAX_POSITIONS}"
             )
+        return window
 
     def emit_binary(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
         a, b = inputs
@@ -913,7 +912,7 @@ def build_module(
     circuit: Circuit, manifest: Manifest, registry: ContractRegistry, options: BuildOptions
 ) -> ModuleOp:
     manifest = hydrate(circuit, manifest.with_values(options.overrides))
-    capacity = options.kv_capacity or default_kv_capacity(circuit, manifest)
+    capacity = options.kv_capacity or default_kv_capacity(manifest)
     if options.prefill_tokens < 1 or capacity < 1:
         raise BuildError("<command line>", "--prefill-tokens and --kv-capacity must be positive")
     if max(options.prefill_tokens, capacity) > MAX_POSITIONS:

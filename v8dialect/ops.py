@@ -49,6 +49,7 @@ from v8dialect.attributes import (
     ExecutionRequirementAttr,
     LinearCompositeContractAttr,
     LinearContractAttr,
+    Mask,
     MaskAttr,
     OpContractAttr,
     Phase,
@@ -67,6 +68,7 @@ from v8dialect.attributes import (
 from v8dialect.ir_types import tensor_type
 
 QK_BLOCK = 256  # weights per K-quant super-block
+I32_MAX = 2**31 - 1  # positions are int32 in llama.cpp and in the C ABI
 # weights per block of each quantized weight type (K must be a multiple)
 BLOCK_ELEMENTS = {"q4_k": QK_BLOCK, "q5_k": QK_BLOCK, "q6_k": QK_BLOCK,
                   "q8_0": 32, "q5_0": 32, "q4_0": 32, "q4_1": 32, "q5_1": 32}
@@ -167,6 +169,8 @@ class AttentionOp(GraphOp):
     """softmax(scale * Q K^T) V over a head-major KV cache; GQA when Hkv < H.
 
     q: [T, H, D] token-major; k, v: [Hkv, capacity, D]; result [T, H, D].
+    window (causal only): a sliding window of that many positions, llama.cpp's standard
+    SWA mask -- the query at position p sees keys p - window < p0 <= p.
     """
 
     name = "v8.attention"
@@ -177,11 +181,13 @@ class AttentionOp(GraphOp):
     v = operand_def(TensorType)
     out = result_def(TensorType)
     mask = prop_def(MaskAttr)
+    window = opt_prop_def(IntegerAttr[I64])
     scale = prop_def(FloatAttr[Float32Type])
     contract = prop_def(AttentionContractAttr | CompositeContractAttr)
 
     assembly_format = (
-        "$node $phase $mask $q `,` $k `,` $v `scale` $scale `contract` qualified($contract) " + _TAIL
+        "$node $phase $mask (`window` $window^)? $q `,` $k `,` $v `scale` $scale "
+        "`contract` qualified($contract) " + _TAIL
     )
 
     def verify_(self) -> None:
@@ -197,6 +203,17 @@ class AttentionOp(GraphOp):
             raise VerifyException(f"result shape must equal q's ({t}x{h}x{d})")
         if self.phase.data == Phase.DECODE and t != 1:
             raise VerifyException(f"decode attends one query token, got {t}")
+        self.verify_window()
+
+    def verify_window(self) -> None:
+        if self.window is None:
+            return
+        if self.mask.data != Mask.CAUSAL:
+            raise VerifyException("a sliding window needs the causal mask")
+        if not 1 <= self.window.value.data <= I32_MAX:
+            raise VerifyException(
+                f"window {self.window.value.data} is outside 1..{I32_MAX} positions"
+            )
 
     def dtypes(self) -> Mapping[str, str]:
         return {"q": element(self.q.type), "kv": element(self.k.type), "out": element(self.out.type)}

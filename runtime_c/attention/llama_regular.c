@@ -2,7 +2,7 @@
  * non-flash attention: KQ = mul_mat(K, Q), soft_max_ext(KQ, mask, scale),
  * mul_mat(V^T, P) with P converted to fp16).
  *
- * Per (head, query row), keys [0, kv_end) visible:
+ * Per (head, query row), keys [kv_begin, kv_end) visible:
  *   q16  = r16(q)
  *   s_j  = fma chain over d ascending (from 0) of q16[d] * k_j[d]      (fp32)
  *   w_j  = s_j * scale                       hidden keys -> -inf (the mask)
@@ -48,7 +48,7 @@ static void regular_row(const v8_attn_args *a, int64_t i, int64_t h) {
     const int64_t g = h / (a->n_head / a->n_head_kv);
     const uint16_t *kh = (const uint16_t *)a->k + g * a->kv_capacity * D;
     const uint16_t *vh = (const uint16_t *)a->v + g * a->kv_capacity * D;
-    const int64_t end = v8_attn_row_kv_end(a, i);
+    const int64_t begin = v8_attn_row_kv_begin(a, i), end = v8_attn_row_kv_end(a, i);
     const float *qr = a->q + (i * a->n_head + h) * D;
     float q16[V8_ATTN_MAX_HEAD_DIM], acc[V8_ATTN_MAX_HEAD_DIM];
     for (int64_t d = 0; d < D; ++d) {
@@ -56,21 +56,22 @@ static void regular_row(const v8_attn_args *a, int64_t i, int64_t h) {
         acc[d] = 0.0f;
     }
     float m = -INFINITY;
-    for (int64_t j = 0; j < end; ++j) {
+    for (int64_t j = begin; j < end; ++j) {
         const float w = score(q16, kh + j * D, D, a->scale);
         m = m > w ? m : w;
     }
     double sum = 0.0;
-    for (int64_t j0 = 0; j0 < end; j0 += 16) {
+    for (int64_t j0 = 0; j0 < end; j0 += 16) { /* groups from key 0, as ggml's soft_max row */
         float p[16];
         for (int l = 0; l < 16; ++l) {
-            p[l] = j0 + l < end ? exp16_scalar(score(q16, kh + (j0 + l) * D, D, a->scale) - m)
-                                : 0.0f; /* masked key: exp16(-inf) = 0 */
+            const int64_t j = j0 + l;
+            p[l] = j >= begin && j < end ? exp16_scalar(score(q16, kh + j * D, D, a->scale) - m)
+                                         : 0.0f; /* masked key: exp16(-inf) = 0 */
         }
         sum += (double)tree16(p);
     }
     const float inv = (float)(1.0 / sum);
-    for (int64_t j = 0; j < end; ++j) {
+    for (int64_t j = begin; j < end; ++j) { /* a masked key's fp16 weight is 0 */
         const float p = exp16_scalar(score(q16, kh + j * D, D, a->scale) - m);
         const float p16 = v8_round_f16(p * inv);
         const uint16_t *vr = vh + j * D;
@@ -86,9 +87,7 @@ static v8_status regular_check(const v8_attn_args *a) {
     return v8_attn_check_shape(a);
 }
 
-#define LR_PACK()                                                                           \
-    {contract, out, q, k, v, n_q, n_head, n_head_kv, head_dim, kv_len, kv_capacity, q_pos0, \
-     causal, scale, scratch, scratch_bytes}
+#define LR_PACK() V8_ATTN_PACK()
 
 /* Per worker: Qt [D][64], Kf [64][D], Vf [64][D], P [64][64], Ar [64][D]. */
 static size_t lr_worker_floats(int64_t D) {
@@ -136,7 +135,7 @@ static void lr_block_avx512(const v8_attn_args *a, float *w, int64_t h, int64_t 
     const uint16_t *kh = (const uint16_t *)a->k + g * a->kv_capacity * D;
     const uint16_t *vh = (const uint16_t *)a->v + g * a->kv_capacity * D;
     float *Qt = w, *Kf = Qt + D * TQ, *Vf = Kf + D * TKV, *P = Vf + D * TKV, *Ar = P + TKV * TQ;
-    int32_t endv[TQ];
+    int32_t endv[TQ], beginv[TQ];
     float inv[TQ];
     double tsum[TQ];
     for (int64_t d = 0; d < D; ++d) {
@@ -149,17 +148,19 @@ static void lr_block_avx512(const v8_attn_args *a, float *w, int64_t h, int64_t 
         tsum[r] = 0.0;
     }
     memset(Ar, 0, sizeof(float) * (size_t)(TQ * D));
+    v8_attn_tile_begins(a, r0, nr, beginv);
     const int64_t kv_stop = a->causal ? a->q_pos0 + r0 + nr : a->kv_len;
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     __m512 m[4] = {ninf, ninf, ninf, ninf};
 
     for (int pass = 0; pass < 3; ++pass) {
-        for (int64_t t0 = 0; t0 < kv_stop; t0 += TKV) {
+        for (int64_t t0 = v8_attn_first_tile(beginv); t0 < kv_stop; t0 += TKV) {
             const int64_t nk = kv_stop - t0 < TKV ? kv_stop - t0 : TKV;
             const int64_t nkc = (nk + 15) & ~(int64_t)15;
             widen_rows_avx512(kh + t0 * D, Kf, nk * D);
             memset(Kf + nk * D, 0, sizeof(float) * (size_t)((nkc - nk) * D));
             score_tile_avx512(Qt, Kf, D, nkc, t0, endv, a->scale, P);
+            v8_attn_tile_hide_before_window(P, t0, nkc, beginv);
             if (pass == 0) { /* row max */
                 for (int64_t j = 0; j < nkc; ++j) {
                     for (int rv = 0; rv < 4; ++rv) {
@@ -244,7 +245,7 @@ static void lr_block_avx2(const v8_attn_args *a, float *w, int64_t h, int64_t r0
     const uint16_t *kh = (const uint16_t *)a->k + g * a->kv_capacity * D;
     const uint16_t *vh = (const uint16_t *)a->v + g * a->kv_capacity * D;
     float *Qt = w, *Kf = Qt + D * TQ, *Vf = Kf + D * TKV, *P = Vf + D * TKV, *Ar = P + TKV * TQ;
-    int32_t endv[TQ];
+    int32_t endv[TQ], beginv[TQ];
     float inv[TQ], mrow[TQ];
     double tsum[TQ];
     for (int64_t d = 0; d < D; ++d) {
@@ -259,16 +260,18 @@ static void lr_block_avx2(const v8_attn_args *a, float *w, int64_t h, int64_t r0
     }
     memset(Ar, 0, sizeof(float) * (size_t)(TQ * D));
     const int nrv = (int)((nr + 7) / 8);
+    v8_attn_tile_begins(a, r0, nr, beginv);
     const int64_t kv_stop = a->causal ? a->q_pos0 + r0 + nr : a->kv_len;
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
 
     for (int pass = 0; pass < 3; ++pass) {
-        for (int64_t t0 = 0; t0 < kv_stop; t0 += TKV) {
+        for (int64_t t0 = v8_attn_first_tile(beginv); t0 < kv_stop; t0 += TKV) {
             const int64_t nk = kv_stop - t0 < TKV ? kv_stop - t0 : TKV;
             const int64_t nkc = (nk + 15) & ~(int64_t)15;
             widen_rows_avx2(kh + t0 * D, Kf, nk * D);
             memset(Kf + nk * D, 0, sizeof(float) * (size_t)((nkc - nk) * D));
             score_tile_avx2(Qt, Kf, D, nkc, t0, endv, a->scale, P, nrv);
+            v8_attn_tile_hide_before_window(P, t0, nkc, beginv);
             for (int rv = 0; rv < 8; ++rv) {
                 __m256 m = _mm256_loadu_ps(mrow + 8 * rv);
                 if (pass == 0) { /* row max */

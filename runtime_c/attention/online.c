@@ -241,14 +241,7 @@ static float dot_f32x8_ref(const float *q, const float *k, int64_t d) {
 /* argument checks                                                        */
 /* ====================================================================== */
 
-static v8_attn_args pack(V8_ATTN_ARGS_DECL) {
-    v8_attn_args a = {contract, out, q, k, v, n_q, n_head, n_head_kv, head_dim,
-                      kv_len, kv_capacity, q_pos0, causal, scale, scratch, scratch_bytes};
-    return a;
-}
-
-#define PACK() pack(contract, out, q, k, v, n_q, n_head, n_head_kv, head_dim, kv_len, \
-                    kv_capacity, q_pos0, causal, scale, scratch, scratch_bytes)
+#define PACK() V8_ATTN_PACK()
 
 static v8_status check_f16kv(const v8_attn_args *a) {
     V8_REQUIRE(a->contract == V8_ATTN_F16_KV_FP32_ONLINE ||
@@ -361,11 +354,11 @@ static void load_f16(const void *base, int64_t row, int64_t d, float *dst) {
 }
 
 static void f32_row_ref(load_row_fn load, const float *qrow, const void *kh, const void *vh,
-                        int64_t d, int64_t end, float scale, float *out) {
+                        int64_t d, int64_t begin, int64_t end, float scale, float *out) {
     float acc[V8_ATTN_MAX_HEAD_DIM], kr[V8_ATTN_MAX_HEAD_DIM], vr[V8_ATTN_MAX_HEAD_DIM];
     float m = -INFINITY, sum = 0.0f;
     for (int64_t i = 0; i < d; i++) acc[i] = 0.0f;
-    for (int64_t j = 0; j < end; j++) {
+    for (int64_t j = begin; j < end; j++) {
         load(kh, j, d, kr);
         load(vh, j, d, vr);
         float s = dot_f32x8_ref(qrow, kr, d) * scale;
@@ -392,25 +385,25 @@ static float contract_scale(int contract, float scale) {
 static void single_row_ref(int tree, const v8_attn_args *a, int64_t i, int64_t h) {
     int64_t d = a->head_dim;
     int64_t hk = h / (a->n_head / a->n_head_kv);
-    int64_t end = v8_attn_row_kv_end(a, i);
+    int64_t begin = v8_attn_row_kv_begin(a, i), end = v8_attn_row_kv_end(a, i);
     const float *qrow = a->q + (i * a->n_head + h) * d;
     float *orow = a->out + (i * a->n_head + h) * d;
     float scale = contract_scale(a->contract, a->scale);
     if (a->contract == V8_ATTN_FP32_ONLINE) {
         const float *kh = (const float *)a->k + hk * a->kv_capacity * d;
         const float *vh = (const float *)a->v + hk * a->kv_capacity * d;
-        f32_row_ref(load_f32, qrow, kh, vh, d, end, scale, orow);
+        f32_row_ref(load_f32, qrow, kh, vh, d, begin, end, scale, orow);
         return;
     }
     const uint16_t *kh = (const uint16_t *)a->k + hk * a->kv_capacity * d;
     const uint16_t *vh = (const uint16_t *)a->v + hk * a->kv_capacity * d;
     if (a->contract == V8_ATTN_F16_KV_FP32_ONLINE) {
-        f32_row_ref(load_f16, qrow, kh, vh, d, end, scale, orow);
+        f32_row_ref(load_f16, qrow, kh, vh, d, begin, end, scale, orow);
         return;
     }
     uint16_t q16[V8_ATTN_MAX_HEAD_DIM] = {0}, acc[V8_ATTN_MAX_HEAD_DIM];
     for (int64_t x = 0; x < d; x++) q16[x] = f2h(qrow[x]);
-    row_state st = f16_range_ref(tree, q16, kh, vh, d, 0, end, end, scale, acc);
+    row_state st = f16_range_ref(tree, q16, kh, vh, d, begin, end, end, scale, acc);
     float inv = st.s == 0.0f ? 0.0f : 1.0f / st.s;
     for (int64_t x = 0; x < d; x++) orow[x] = h2f(acc[x]) * inv;
 }
@@ -435,9 +428,7 @@ v8_status v8_attn_online_f16kv_ref_tree(int tree, V8_ATTN_ARGS_DECL) {
 }
 
 v8_status v8_attn_online_f16kv_ref(V8_ATTN_ARGS_DECL) {
-    return v8_attn_online_f16kv_ref_tree(tree_of_contract(contract), contract, out, q, k, v, n_q,
-                                         n_head, n_head_kv, head_dim, kv_len, kv_capacity,
-                                         q_pos0, causal, scale, scratch, scratch_bytes);
+    return v8_attn_online_f16kv_ref_tree(tree_of_contract(contract), V8_ATTN_ARGS_FWD);
 }
 
 /* Split-KV partial of one (head, chunk): M, S, then A as fp16. */
@@ -478,11 +469,15 @@ static void split_merge_head(const v8_attn_args *a, int chunks, int64_t h) {
     }
 }
 
+/* Chunk c's keys [lo, hi): its share of the extent, less what the window masks (a chunk
+ * entirely before the window is empty, as a chunk of masked cells is in ggml). */
 static void split_chunk_range(const v8_attn_args *a, int chunks, int c, int64_t *lo, int64_t *hi) {
     int64_t extent = split_extent(a->kv_len);
     int64_t size = (extent + chunks - 1) / chunks;
+    int64_t begin = v8_attn_row_kv_begin(a, 0);
     *lo = (int64_t)c * size;
     *hi = *lo + size < extent ? *lo + size : extent;
+    if (*lo < begin) *lo = begin < *hi ? begin : *hi;
 }
 
 static void split_chunk_ref(int tree, const v8_attn_args *a, int chunks, int64_t h, int c) {
@@ -524,16 +519,11 @@ v8_status v8_attn_online_split_ref_tree(int tree, int n_workers, V8_ATTN_ARGS_DE
 }
 
 v8_status v8_attn_online_split_ref_workers(int n_workers, V8_ATTN_ARGS_DECL) {
-    return v8_attn_online_split_ref_tree(tree_of_contract(contract), n_workers, contract, out, q,
-                                         k, v, n_q, n_head, n_head_kv, head_dim, kv_len,
-                                         kv_capacity, q_pos0, causal, scale, scratch,
-                                         scratch_bytes);
+    return v8_attn_online_split_ref_tree(tree_of_contract(contract), n_workers, V8_ATTN_ARGS_FWD);
 }
 
 v8_status v8_attn_online_split_ref(V8_ATTN_ARGS_DECL) {
-    return v8_attn_online_split_ref_workers(1, contract, out, q, k, v, n_q, n_head, n_head_kv,
-                                            head_dim, kv_len, kv_capacity, q_pos0, causal, scale,
-                                            scratch, scratch_bytes);
+    return v8_attn_online_split_ref_workers(1, V8_ATTN_ARGS_FWD);
 }
 
 #include "attention/online_simd.inc"

@@ -51,17 +51,13 @@ static float tiled_tree_ref(int lanes, const float *p) {
     return lanes == 16 ? tree16(p) : tree8(p);
 }
 
-static v8_attn_args pack_args(V8_ATTN_ARGS_DECL) {
-    v8_attn_args a = {contract, out, q, k, v, n_q, n_head, n_head_kv, head_dim,
-                      kv_len, kv_capacity, q_pos0, causal, scale, scratch, scratch_bytes};
-    return a;
-}
-
 /* ---- oracle ----------------------------------------------------------------- */
 
-/* One query row of one head: keys [0, kv_end) visible; lanes: keys per exp/sum group. */
+/* One query row of one head: keys [kv_begin, kv_end) visible, in tiles from key 0 (as
+ * ggml walks them, masked tiles included); lanes: keys per exp/sum group. */
 static void tiled_row_ref(int lanes, const float *qrow, const uint16_t *kh, const uint16_t *vh,
-                          int64_t D, int64_t kv_end, float scale, float *out_row) {
+                          int64_t D, int64_t kv_begin, int64_t kv_end, float scale,
+                          float *out_row) {
     float A[V8_ATTN_MAX_HEAD_DIM];
     float s[TKV], p[TKV];
     float M = -INFINITY;
@@ -69,10 +65,10 @@ static void tiled_row_ref(int lanes, const float *qrow, const uint16_t *kh, cons
     memset(A, 0, sizeof(float) * (size_t)D);
 
     for (int64_t t0 = 0; t0 < kv_end; t0 += TKV) {
-        /* scores; keys past the row's end are hidden (-inf) */
+        /* scores; keys outside the row's range are hidden (-inf) */
         for (int j = 0; j < TKV; ++j) {
             const int64_t key = t0 + j;
-            if (key < kv_end) {
+            if (key >= kv_begin && key < kv_end) {
                 const uint16_t *kr = kh + key * D;
                 float acc = 0.0f;
                 for (int64_t d = 0; d < D; ++d) {
@@ -111,7 +107,8 @@ static void tiled_row_ref(int lanes, const float *qrow, const uint16_t *kh, cons
             float acc = A[d];
             for (int j = 0; j < TKV; ++j) {
                 const int64_t key = t0 + j;
-                const float vv = key < kv_end ? v8_f16_to_f32(vh[key * D + d]) : 0.0f;
+                const float vv =
+                    key >= kv_begin && key < kv_end ? v8_f16_to_f32(vh[key * D + d]) : 0.0f;
                 acc = fmaf(p[j], vv, acc);
             }
             A[d] = acc;
@@ -130,14 +127,13 @@ static void tiled_task_ref(const v8_attn_args *a, int64_t h, int64_t r0, int64_t
     const uint16_t *vh = (const uint16_t *)a->v + g * a->kv_capacity * D;
     for (int64_t i = r0; i < r0 + nr; ++i) {
         tiled_row_ref(tiled_lanes(a->contract), a->q + (i * a->n_head + h) * D, kh, vh, D,
-                      v8_attn_row_kv_end(a, i), a->scale, a->out + (i * a->n_head + h) * D);
+                      v8_attn_row_kv_begin(a, i), v8_attn_row_kv_end(a, i), a->scale,
+                      a->out + (i * a->n_head + h) * D);
     }
 }
 
 v8_status v8_attn_tiled_ref(V8_ATTN_ARGS_DECL) {
-    const v8_attn_args a = pack_args(contract, out, q, k, v, n_q, n_head, n_head_kv, head_dim,
-                                     kv_len, kv_capacity, q_pos0, causal, scale, scratch,
-                                     scratch_bytes);
+    const v8_attn_args a = V8_ATTN_PACK();
     v8_status st = tiled_check(&a);
     if (st != V8_OK) {
         return st;
@@ -284,14 +280,15 @@ static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t 
     task_load_q(a, w, h, r0, nr);
 
     /* per-lane end of the visible key range (rows past nr see nothing) */
-    int32_t endv[TQ];
+    int32_t endv[TQ], beginv[TQ];
     for (int r = 0; r < TQ; ++r) {
         endv[r] = r < nr ? (int32_t)v8_attn_row_kv_end(a, r0 + r) : 0;
     }
+    v8_attn_tile_begins(a, r0, nr, beginv);
     const int64_t kv_stop = a->causal ? a->q_pos0 + r0 + nr : a->kv_len;
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
 
-    for (int64_t t0 = 0; t0 < kv_stop; t0 += TKV) {
+    for (int64_t t0 = v8_attn_first_tile(beginv); t0 < kv_stop; t0 += TKV) {
         const int64_t nk = kv_stop - t0 < TKV ? kv_stop - t0 : TKV; /* keys anyone sees */
         const int64_t nkc = (nk + 15) & ~(int64_t)15;               /* whole 16-key groups */
         widen_rows_avx512(kh + t0 * D, Kf, nk * D);
@@ -300,6 +297,7 @@ static void tiled_task_avx512(const v8_attn_args *a, const tiled_ws *w, int64_t 
         memset(Vf + nk * D, 0, sizeof(float) * (size_t)((nkc - nk) * D));
 
         score_tile_avx512(Qt, Kf, D, nkc, t0, endv, a->scale, P);
+        v8_attn_tile_hide_before_window(P, t0, nkc, beginv);
 
         for (int rv = 0; rv < 4; ++rv) {
             /* running max, rescale, probabilities and the fp64 sum update, 16 rows per vector */
@@ -453,16 +451,17 @@ static void tiled_task_avx2(const v8_attn_args *a, const tiled_ws *w, int64_t h,
     const int lanes = tiled_lanes(a->contract);
 
     task_load_q(a, w, h, r0, nr);
-    int32_t endv[TQ];
+    int32_t endv[TQ], beginv[TQ];
     for (int r = 0; r < TQ; ++r) {
         endv[r] = r < nr ? (int32_t)v8_attn_row_kv_end(a, r0 + r) : 0;
     }
+    v8_attn_tile_begins(a, r0, nr, beginv);
     /* row vectors that hold real rows (8 lanes each) */
     const int nrv = (int)((nr + 7) / 8);
     const int64_t kv_stop = a->causal ? a->q_pos0 + r0 + nr : a->kv_len;
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
 
-    for (int64_t t0 = 0; t0 < kv_stop; t0 += TKV) {
+    for (int64_t t0 = v8_attn_first_tile(beginv); t0 < kv_stop; t0 += TKV) {
         const int64_t nk = kv_stop - t0 < TKV ? kv_stop - t0 : TKV;
         const int64_t nkc = (nk + 15) & ~(int64_t)15;
         widen_rows_avx2(kh + t0 * D, Kf, nk * D);
@@ -471,6 +470,7 @@ static void tiled_task_avx2(const v8_attn_args *a, const tiled_ws *w, int64_t h,
         memset(Vf + nk * D, 0, sizeof(float) * (size_t)((nkc - nk) * D));
 
         score_tile_avx2(Qt, Kf, D, nkc, t0, endv, a->scale, P, nrv);
+        v8_attn_tile_hide_before_window(P, t0, nkc, beginv);
 
         for (int rv = 0; rv < 8; ++rv) {
             __m256 tmax = ninf;
@@ -612,9 +612,7 @@ static void tiled_job_run(void *ctx, int64_t task, int worker) {
 }
 
 v8_status v8_attn_tiled(V8_ATTN_ARGS_DECL) {
-    const v8_attn_args a = pack_args(contract, out, q, k, v, n_q, n_head, n_head_kv, head_dim,
-                                     kv_len, kv_capacity, q_pos0, causal, scale, scratch,
-                                     scratch_bytes);
+    const v8_attn_args a = V8_ATTN_PACK();
     v8_status st = tiled_check(&a);
     if (st != V8_OK) {
         return st;
@@ -631,9 +629,7 @@ v8_status v8_attn_tiled(V8_ATTN_ARGS_DECL) {
 
 v8_status v8_attn_tiled_parallel_dispatch(v8_threadpool *pool, V8_ATTN_ARGS_DECL) {
     V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
-    const v8_attn_args a = pack_args(contract, out, q, k, v, n_q, n_head, n_head_kv, head_dim,
-                                     kv_len, kv_capacity, q_pos0, causal, scale, scratch,
-                                     scratch_bytes);
+    const v8_attn_args a = V8_ATTN_PACK();
     v8_status st = tiled_check(&a);
     if (st != V8_OK) {
         return st;

@@ -55,15 +55,14 @@ size_t v8_attn_auto_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim,
 
 #define AUTO_FORWARD                                                                     \
     out, q, k, v, n_q, n_head, n_head_kv, head_dim, kv_len, kv_capacity, q_pos0, causal, \
-        scale, scratch, scratch_bytes
+        window, scale, scratch, scratch_bytes
 
 /* The single-range branch needs no scratch, but the size function cannot tell the branches
  * apart at every shape (it does not see the contract), so the composite asks for what
  * v8_attn_auto_scratch_bytes says on either branch: the two always agree.  Shapes and
  * pointers are checked first, as in the providers it forwards to. */
 static v8_status auto_check_scratch(V8_ATTN_ARGS_DECL, int workers) {
-    const v8_attn_args a = {contract, out, q, k, v, n_q, n_head, n_head_kv, head_dim,
-                            kv_len, kv_capacity, q_pos0, causal, scale, scratch, scratch_bytes};
+    const v8_attn_args a = V8_ATTN_PACK();
     v8_status st = v8_attn_check_shape(&a);
     if (st != V8_OK) return st;
     const size_t need = v8_attn_auto_scratch_bytes(n_q, n_head, head_dim, workers);

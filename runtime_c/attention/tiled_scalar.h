@@ -49,4 +49,36 @@ static inline float tree8(const float *p) {
     return (a[0] + a[2]) + (a[1] + a[3]);
 }
 
+/* A sliding window's part of a key tile's mask, after the scores are written: P[j][r]
+ * (key t0 + j, query row r in lanes) is hidden (-inf, as ggml's mask entry) where the key
+ * lies before the row's window begins, beginv[r]. */
+static inline void v8_attn_tile_hide_before_window(float *P, int64_t t0, int64_t nkc,
+                                                   const int32_t *beginv) {
+    if (t0 >= beginv[V8_ATTN_TILE_Q - 1]) {
+        return; /* rows begin in ascending order; the last row has the latest start */
+    }
+    for (int64_t j = 0; j < nkc; ++j) {
+        for (int r = 0; r < V8_ATTN_TILE_Q; ++r) {
+            if (t0 + j < beginv[r]) {
+                P[j * V8_ATTN_TILE_Q + r] = -INFINITY;
+            }
+        }
+    }
+}
+
+/* The first key tile (tiles start at key 0) that any row sees: every row hides all keys of
+ * the tiles before it, so skipping them changes no bit. */
+static inline int64_t v8_attn_first_tile(const int32_t *beginv) {
+    return (int64_t)beginv[0] / V8_ATTN_TILE_KV * V8_ATTN_TILE_KV;
+}
+
+/* Window begins of up to 64 query rows from r0; rows past nr (which see nothing) repeat the
+ * last real row's begin so the rows stay in ascending order. */
+static inline void v8_attn_tile_begins(const v8_attn_args *a, int64_t r0, int64_t nr,
+                                       int32_t *beginv) {
+    for (int r = 0; r < V8_ATTN_TILE_Q; ++r) {
+        beginv[r] = (int32_t)v8_attn_row_kv_begin(a, r0 + (r < nr ? r : nr - 1));
+    }
+}
+
 #endif /* V8_ATTN_TILED_SCALAR_H */

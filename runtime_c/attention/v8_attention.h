@@ -6,8 +6,8 @@
  *
  *   v8_status fn(int contract, float *out, const float *q, const void *k, const void *v,
  *                int64_t n_q, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
- *                int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal, float scale,
- *                void *scratch, size_t scratch_bytes);
+ *                int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal,
+ *                int64_t window, float scale, void *scratch, size_t scratch_bytes);
  *
  *   q    fp32 [n_q][n_head][D]      token-major (like ggml)
  *   out  fp32 [n_q][n_head][D]
@@ -16,6 +16,11 @@
  *   GQA  query head h reads KV head h / (n_head / n_head_kv)
  *   causal: query row i (absolute position q_pos0 + i) sees keys [0, q_pos0 + i];
  *        non-causal rows see [0, kv_len).  Decode is n_q = 1 at q_pos0 = kv_len - 1.
+ *   window: 0, or (causal only) a sliding window of that many positions: the row at
+ *        position p sees keys [max(0, p - window + 1), p], llama.cpp's standard SWA mask
+ *        (a key at p0 is masked when p - p0 >= window).  Keys outside a row's range are
+ *        masked exactly as ggml's -INFINITY mask entries are: skipped by the online
+ *        recurrences, zero weights inside a tile or a softmax row.
  *
  * Selector constants name contracts of the registry; a function returns
  * V8_ERR_UNKNOWN_SELECTOR for a contract it does not deliver and writes
@@ -73,6 +78,7 @@ typedef struct v8_attn_args {
     int64_t n_q, n_head, n_head_kv, head_dim;
     int64_t kv_len, kv_capacity, q_pos0;
     int causal;
+    int64_t window;
     float scale;
     void *scratch;
     size_t scratch_bytes;
@@ -92,6 +98,7 @@ static inline v8_status v8_attn_check_shape(const v8_attn_args *a) {
                V8_ERR_BAD_DIMENSION);
     V8_REQUIRE(a->kv_len >= 1 && a->kv_capacity >= a->kv_len, V8_ERR_BAD_DIMENSION);
     V8_REQUIRE(a->causal == 0 || a->causal == 1, V8_ERR_BAD_DIMENSION);
+    V8_REQUIRE(a->window >= 0 && (a->window == 0 || a->causal == 1), V8_ERR_BAD_DIMENSION);
     if (a->causal) {
         V8_REQUIRE(a->q_pos0 >= 0 && a->q_pos0 + a->n_q <= a->kv_len, V8_ERR_BAD_DIMENSION);
     } else {
@@ -101,16 +108,29 @@ static inline v8_status v8_attn_check_shape(const v8_attn_args *a) {
     return V8_OK;
 }
 
-/* Number of keys query row i may see: causal rows see [0, q_pos0 + i]. */
+/* Query row i sees keys [v8_attn_row_kv_begin, v8_attn_row_kv_end): causal rows end at
+ * their own position q_pos0 + i, windowed rows begin window - 1 positions before it. */
 static inline int64_t v8_attn_row_kv_end(const v8_attn_args *a, int64_t i) {
     return a->causal ? a->q_pos0 + i + 1 : a->kv_len;
 }
 
-#define V8_ATTN_ARGS_DECL                                                               \
-    int contract, float *out, const float *q, const void *k, const void *v,           \
-        int64_t n_q, int64_t n_head, int64_t n_head_kv, int64_t head_dim,             \
-        int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal, float scale, \
-        void *scratch, size_t scratch_bytes
+static inline int64_t v8_attn_row_kv_begin(const v8_attn_args *a, int64_t i) {
+    const int64_t begin = a->q_pos0 + i + 1 - a->window;
+    return a->window > 0 && begin > 0 ? begin : 0;
+}
+
+#define V8_ATTN_ARGS_DECL                                                                 \
+    int contract, float *out, const float *q, const void *k, const void *v,             \
+        int64_t n_q, int64_t n_head, int64_t n_head_kv, int64_t head_dim,               \
+        int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal, int64_t window, \
+        float scale, void *scratch, size_t scratch_bytes
+
+/* The same arguments as names, to forward them or to pack them (V8_ATTN_PACK). */
+#define V8_ATTN_ARGS_FWD                                                                  \
+    contract, out, q, k, v, n_q, n_head, n_head_kv, head_dim, kv_len, kv_capacity, q_pos0, \
+        causal, window, scale, scratch, scratch_bytes
+
+#define V8_ATTN_PACK() ((v8_attn_args){V8_ATTN_ARGS_FWD})
 
 /* ---- dot-product lane trees ----------------------------------------------
  * Where bit-exactness with ggml depends on the order inside the f16 dot

@@ -16,6 +16,6 @@
 // VISION: error: architecture 'qwen3' is not one that circuits/qwen3vl_vision.json builds (clip)
 // VISION-NOT: requirement(s) cannot be met yet
 
-// RUN: %python %S/../Inputs/circuits/tiny_gguf.py gemma3 %t.gemma.gguf
-// RUN: not v8-build %t.gemma.gguf --circuit gemma3 --kv-capacity 2048 2>&1 | filecheck %s --check-prefix=WINDOW
-// WINDOW: error: sliding-window attention over 512 positions with a KV capacity of 2048: v8.attention has no window, so build with --kv-capacity <= 512
+// RUN: %python %S/../Inputs/circuits/tiny_gguf.py gemma3 %t.gemma.gguf --set gemma3.attention.sliding_window=0
+// RUN: not v8-build %t.gemma.gguf --circuit gemma3 2>&1 | filecheck %s --check-prefix=WINDOW
+// WINDOW: error: manifest value 'sliding_window' = 0 must be a positive integer (required by 'attn' at circuits/gemma3.json:93:5)

@@ -59,3 +59,19 @@ func.func @f(%q: tensor<4x16x128xf32>, %pos: tensor<4x4xi32>) -> tensor<4x16x128
   func.return %r : tensor<4x16x128xf32>
 }
 // CHECK: invalid-ops.mlir:[[# @LINE - 3]]:3: error: 'v8.rope' "mrope_q": sections [16, 24, 24] must give each of the 4 position streams a count of rotary pairs, not all zero
+// -----
+
+// A sliding window is a causal mask's (llama.cpp's standard SWA).
+func.func @f(%q: tensor<1x32x128xf32>, %k: tensor<8x4096x128xf16>) -> tensor<1x32x128xf32> {
+  %o = v8.attention "attn" decode full window 512 %q, %k, %k scale 8.838835e-02 contract #v8.attention_contract<"f16_online_fp32_merge", q_compute = fp16_rounded, k_compute = fp16_rounded, score_accumulator = isa_lane_tree, dot_order = isa_lane_tree_named_by_provider, scale_application = score_times_scale, softmax_statistics = fp32_online_fma_sum_update, exp_function = libm_expf, probability_rounding = none, value_compute = fp16_rounded, value_accumulator = fp16_rounded_each_update, partial_storage = fp16, partial_merge = fp32_ascending_skip_empty, normalization = reciprocal_then_multiply, output_rounding = none, partition = #v8.partition<kv_chunks_by_workers, effect = contract_defined, chunks = workers, extent_multiple = 256, threshold = 512>> : (tensor<1x32x128xf32>, tensor<8x4096x128xf16>, tensor<8x4096x128xf16>) -> tensor<1x32x128xf32>
+  func.return %o : tensor<1x32x128xf32>
+}
+// CHECK: invalid-ops.mlir:[[# @LINE - 3]]:3: error: 'v8.attention' "attn": a sliding window needs the causal mask
+// -----
+
+// A window sees at least the query's own position.
+func.func @f(%q: tensor<1x32x128xf32>, %k: tensor<8x4096x128xf16>) -> tensor<1x32x128xf32> {
+  %o = v8.attention "attn" decode causal window 0 %q, %k, %k scale 8.838835e-02 contract #v8.attention_contract<"f16_online_fp32_merge", q_compute = fp16_rounded, k_compute = fp16_rounded, score_accumulator = isa_lane_tree, dot_order = isa_lane_tree_named_by_provider, scale_application = score_times_scale, softmax_statistics = fp32_online_fma_sum_update, exp_function = libm_expf, probability_rounding = none, value_compute = fp16_rounded, value_accumulator = fp16_rounded_each_update, partial_storage = fp16, partial_merge = fp32_ascending_skip_empty, normalization = reciprocal_then_multiply, output_rounding = none, partition = #v8.partition<kv_chunks_by_workers, effect = contract_defined, chunks = workers, extent_multiple = 256, threshold = 512>> : (tensor<1x32x128xf32>, tensor<8x4096x128xf16>, tensor<8x4096x128xf16>) -> tensor<1x32x128xf32>
+  func.return %o : tensor<1x32x128xf32>
+}
+// CHECK: invalid-ops.mlir:[[# @LINE - 3]]:3: error: 'v8.attention' "attn": window 0 is outside 1..2147483647 positions

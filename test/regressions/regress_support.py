@@ -41,7 +41,8 @@ ALL_FEATURES = 0xFFFFFFFF
 
 ATTN_ARGS = ("int contract, float *out, const float *q, const void *k, const void *v, "
              "int64_t n_q, int64_t n_head, int64_t n_head_kv, int64_t head_dim, int64_t kv_len, "
-             "int64_t kv_capacity, int64_t q_pos0, int causal, float scale, void *scratch, "
+             "int64_t kv_capacity, int64_t q_pos0, int causal, int64_t window, float scale, "
+         "void *scratch, "
              "size_t scratch_bytes")
 ATTN_CDEF = f"""
 enum {{ V8_ATTN_F16_ONLINE_SINGLE_RANGE = 4, V8_ATTN_F16_ONLINE_FP32_MERGE = 6 }};
@@ -181,7 +182,7 @@ class Kernels:
         status = getattr(self.lib, fn)(*lead, contract, self.ptr(out, "float *"),
                                        self.ptr(q, "float *"), self.ptr(k, "void *"),
                                        self.ptr(v, "void *"), t, h, n_head_kv, d, kv_len,
-                                       k.shape[1], q_pos0, causal, scale, scratch, scratch_bytes)
+                                       k.shape[1], q_pos0, causal, 0, scale, scratch, scratch_bytes)
         return int(status), out
 
     def gemv(self, fn: str, contract: int, w: np.ndarray, x: np.ndarray, *lead: Any,
@@ -261,8 +262,8 @@ SINGLE_VIA_SPLIT_SOURCE = """/* Single-range selector in, split-KV kernel out. *
 v8_status v8_regress_attn_single_via_split(V8_ATTN_ARGS_DECL) {
     V8_REQUIRE(contract == V8_ATTN_F16_ONLINE_SINGLE_RANGE, V8_ERR_UNKNOWN_SELECTOR);
     return v8_attn_online_split(V8_ATTN_F16_ONLINE_FP32_MERGE, out, q, k, v, n_q, n_head,
-                                n_head_kv, head_dim, kv_len, kv_capacity, q_pos0, causal, scale,
-                                scratch, scratch_bytes);
+                                n_head_kv, head_dim, kv_len, kv_capacity, q_pos0, causal, window,
+                                scale, scratch, scratch_bytes);
 }
 
 v8_status v8_regress_attn_single_via_split_parallel_dispatch(v8_threadpool *pool,
@@ -270,8 +271,8 @@ v8_status v8_regress_attn_single_via_split_parallel_dispatch(v8_threadpool *pool
     V8_REQUIRE(contract == V8_ATTN_F16_ONLINE_SINGLE_RANGE, V8_ERR_UNKNOWN_SELECTOR);
     return v8_attn_online_split_parallel_dispatch(pool, V8_ATTN_F16_ONLINE_FP32_MERGE, out, q, k,
                                                   v, n_q, n_head, n_head_kv, head_dim, kv_len,
-                                                  kv_capacity, q_pos0, causal, scale, scratch,
-                                                  scratch_bytes);
+                                                  kv_capacity, q_pos0, causal, window, scale,
+                                                  scratch, scratch_bytes);
 }
 """
 SINGLE_VIA_SPLIT_C = "attention/regress_single_via_split.c"

@@ -71,7 +71,7 @@ ATTN_WRAPPER = """/* Production function for the single-range contract hard-wire
 v8_status v8_regress_attn_f16kv_avx512_tree(V8_ATTN_ARGS_DECL) {
     return v8_attn_online_f16kv_ref_tree(V8_ATTN_TREE_AVX512_F32X16X4, contract, out, q, k, v,
                                          n_q, n_head, n_head_kv, head_dim, kv_len, kv_capacity,
-                                         q_pos0, causal, scale, scratch, scratch_bytes);
+                                         q_pos0, causal, window, scale, scratch, scratch_bytes);
 }
 """
 

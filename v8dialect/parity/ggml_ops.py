@@ -397,15 +397,20 @@ class GgmlOps:
 
     def flash_attn_ext(self, q: np.ndarray[Any, Any], k16: np.ndarray[Any, Any],
                        v16: np.ndarray[Any, Any], kv_len: int, q_pos0: int, causal: bool,
-                       scale: float, threads: int = 1, pad: int = 256) -> np.ndarray[Any, Any]:
+                       scale: float, threads: int = 1, pad: int = 256,
+                       window: int = 0) -> np.ndarray[Any, Any]:
         """Flash attention as llama.cpp calls it: q fp32 [T, H, D], fp16 caches [Hkv, cap, D]
         seen over the valid length rounded up to `pad` (llama.cpp's KV extent), an fp16 mask
-        hiding the padding (and the future when causal), fp32 precision.  [T, H, D] out."""
+        hiding the padding (and the future when causal), fp32 precision.  [T, H, D] out.
+        window > 0 adds llama.cpp's standard SWA mask: the query at p hides key p0 when
+        p - p0 >= window (llama_hparams::is_masked_swa)."""
         n_q, n_head, d = q.shape
         n_kv = min(-(-kv_len // pad) * pad, k16.shape[1])
         mask = np.full((n_q, n_kv), -np.inf, np.float16)
         for i in range(n_q):
             mask[i, :q_pos0 + i + 1 if causal else kv_len] = 0
+            if window:
+                mask[i, :max(0, q_pos0 + i + 1 - window)] = -np.inf
 
         def build(ctx: int) -> int:
             tq = self._fill(ctx, "f32", np.ascontiguousarray(q.transpose(1, 0, 2), np.float32))

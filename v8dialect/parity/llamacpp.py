@@ -249,6 +249,10 @@ class LlamaCppSession:
         params.n_threads = config.threads
         params.n_threads_batch = config.threads
         params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        # A full-size cache for sliding-window layers too (the context default, set here so it
+        # cannot drift): the window then only masks, which is what v8.attention's window
+        # names.  The small ring-like SWA cache reorders keys once it wraps.
+        params.swa_full = True
         params.type_k = GGML_TYPE_F16
         params.type_v = GGML_TYPE_F16
         params.embeddings = False

@@ -237,8 +237,10 @@ def _expand(q, k, v, n_head, n_head_kv, kv_len):
     return kh, vh
 
 
-def f16_single_range(q, k_bits, v_bits, n_head, n_head_kv, kv_len, q_pos0, causal, scale, tree):
-    """f16_online_single_range; q (T, H, D) fp32; k/v (Hkv, cap, D) uint16."""
+def f16_single_range(q, k_bits, v_bits, n_head, n_head_kv, kv_len, q_pos0, causal, scale, tree,
+                     window=0):
+    """f16_online_single_range; q (T, H, D) fp32; k/v (Hkv, cap, D) uint16.  window > 0
+    masks keys at or more than `window` positions behind the query (llama.cpp's SWA)."""
     t, h, d = q.shape
     k16 = k_bits.view(F16).astype(np.float64)
     v16 = v_bits.view(F16).astype(np.float64)
@@ -248,6 +250,8 @@ def f16_single_range(q, k_bits, v_bits, n_head, n_head_kv, kv_len, q_pos0, causa
         end = q_pos0 + i + 1 if causal else kv_len
         valid = np.zeros((h, kv_len), bool)
         valid[:, :end] = True
+        if window:
+            valid[:, :max(0, q_pos0 + i + 1 - window)] = False
         q16 = r16(q[i].astype(np.float64))
         st = online_f16_range(q16, kh, vh, scale, tree, 0, end, valid)
         out[i] = finish(st)
@@ -258,13 +262,13 @@ def split_extent(kv_len: int) -> int:
     return (kv_len + 255) // 256 * 256
 
 
-def f16_split_kv(q, k_bits, v_bits, n_head, n_head_kv, kv_len, scale, tree, workers):
+def f16_split_kv(q, k_bits, v_bits, n_head, n_head_kv, kv_len, scale, tree, workers, window=0):
     """f16_online_fp32_merge (decode: one query row at position kv_len - 1)."""
     extent = split_extent(kv_len)
     chunks = workers if extent >= 512 else 1
     if chunks == 1 and extent < 512:
         return f16_single_range(q, k_bits, v_bits, n_head, n_head_kv, kv_len,
-                                kv_len - 1, True, scale, tree)
+                                kv_len - 1, True, scale, tree, window)
     _, h, d = q.shape
     k16 = k_bits.view(F16).astype(np.float64)
     v16 = v_bits.view(F16).astype(np.float64)
@@ -275,6 +279,8 @@ def f16_split_kv(q, k_bits, v_bits, n_head, n_head_kv, kv_len, scale, tree, work
     kh, vh = _expand(q, kp, vp, n_head, n_head_kv, extent)
     valid = np.zeros((h, extent), bool)
     valid[:, :kv_len] = True
+    if window:
+        valid[:, :max(0, kv_len - window)] = False
     q16 = r16(q[0].astype(np.float64))
     size = (extent + chunks - 1) // chunks
     m = np.full(h, -np.inf)
@@ -321,7 +327,7 @@ class GgmlFlashAttn:
         self.mem_bytes = mem_bytes
 
     def run(self, q, k_bits, v_bits, n_head_kv, kv_len, q_pos0, causal, scale,
-            n_threads, pad_to=256, repeats=1, timings=None):
+            n_threads, pad_to=256, repeats=1, timings=None, window=0):
         g = self.g
         t, h, d = q.shape
         kv_pad = (kv_len + pad_to - 1) // pad_to * pad_to
@@ -345,6 +351,8 @@ class GgmlFlashAttn:
             for i in range(t):
                 end = q_pos0 + i + 1 if causal else kv_len
                 ma[i, :end] = 0
+                if window:  # llama.cpp's SWA: hidden when (q_pos0 + i) - key >= window
+                    ma[i, :max(0, q_pos0 + i + 1 - window)] = np.float16(-np.inf)
             out = g.ggml_flash_attn_ext(ctx, tq, tk, tv, tm, float(scale), 0.0, 0.0)
             g.ggml_flash_attn_ext_set_prec(out, g.GGML_PREC_F32)
             gf = g.ggml_new_graph(ctx)
@@ -387,7 +395,8 @@ size_t v8_attn_online_split_scratch_bytes(int64_t, int64_t, int64_t, int);
 """
 _ARGS = ("int contract, float *out, const float *q, const void *k, const void *v, "
          "int64_t n_q, int64_t n_head, int64_t n_head_kv, int64_t head_dim, int64_t kv_len, "
-         "int64_t kv_capacity, int64_t q_pos0, int causal, float scale, void *scratch, "
+         "int64_t kv_capacity, int64_t q_pos0, int causal, int64_t window, float scale, "
+         "void *scratch, "
          "size_t scratch_bytes")
 for _p in ("f32kv", "f16kv", "split"):
     ONLINE_CDEF += f"v8_status v8_attn_online_{_p}_ref({_ARGS});\n"
@@ -420,7 +429,7 @@ class Online:
         return self._pools[workers]
 
     def call(self, fn, contract, q, k, v, n_head_kv, kv_len, q_pos0, causal, scale,
-             *lead, out=None, scratch_bytes=None):
+             *lead, out=None, scratch_bytes=None, window=0):
         t, h, d = q.shape
         cap = k.shape[1]
         out = np.full((t, h, d), np.nan, np.float32) if out is None else out
@@ -431,7 +440,8 @@ class Online:
         st = getattr(self.lib, fn)(*lead, contract, f, self.ffi.cast("float *", q.ctypes.data),
                                    self.ffi.cast("void *", k.ctypes.data),
                                    self.ffi.cast("void *", v.ctypes.data), t, h, n_head_kv, d,
-                                   kv_len, cap, q_pos0, causal, scale, scratch, scratch_bytes)
+                                   kv_len, cap, q_pos0, causal, window, scale, scratch,
+                                   scratch_bytes)
         return st, out
 
 

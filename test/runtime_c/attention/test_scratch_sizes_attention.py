@@ -89,7 +89,7 @@ def _call(r: Runner, kind: str, case: AttnCase, nbytes: int) -> tuple[int, np.nd
     out = np.full(case.q.shape, np.nan, np.float32)
     args, keep = r._args(case, out, 1)
     scratch = r.ffi.new("char[]", max(nbytes, 1))
-    args[14], args[15] = scratch, nbytes
+    args[15], args[16] = scratch, nbytes
     if kind == "ref":
         st = getattr(r.lib, r.prefix + "_ref")(*args)
     elif kind == "prod":
@@ -170,6 +170,6 @@ def test_online_needs_no_scratch(prov: tuple[str, int, bool], shape: tuple[int, 
     st = getattr(on.lib, fn)(*lead, selector, f, on.ffi.cast("float *", case.q.ctypes.data),
                              on.ffi.cast("void *", k.ctypes.data),
                              on.ffi.cast("void *", v.ctypes.data), case.n_q, H, HKV, 64,
-                             case.kv_len, case.capacity, case.q_pos0, 1, case.scale,
+                             case.kv_len, case.capacity, case.q_pos0, 1, 0, case.scale,
                              on.ffi.NULL, 0)
     assert st == V8_OK and bits_equal(out, exact), "NULL zero-byte scratch"

@@ -203,7 +203,7 @@ def test_api_discipline(evidence):
     bad[2] = ffi.NULL
     checks["null_q"] = lb.v8_attn_tiled(*bad) == 1 and np.isnan(out).all()
     bad = list(args)
-    bad[15] = 16  # scratch too small
+    bad[16] = 16  # scratch too small
     checks["short_scratch"] = lb.v8_attn_tiled(*bad) != 0 and np.isnan(out).all()
     del keep
     ok = all(checks.values())

@@ -131,7 +131,7 @@ def reduce8(v):
 
 # ---- f16_kv_tiled64_fp32_softmax_fp64_sum_update (and its 8-lane twin) -----------
 
-def tiled_attention(q, k16, v16, kv_len, q_pos0, causal, scale, n_head_kv, lanes=16):
+def tiled_attention(q, k16, v16, kv_len, q_pos0, causal, scale, n_head_kv, lanes=16, window=0):
     """q [n_q][H][D] fp32; k16, v16 [Hkv][cap][D] float16.  Returns [n_q][H][D] fp32.
     lanes=16: llama.cpp's AVX-512 build (as below); lanes=8: its AVX2 build, where the
     exp is expf_ggml256 and the tile sum runs over 8 groups of 8 keys with reduce8.
@@ -171,6 +171,8 @@ def tiled_attention(q, k16, v16, kv_len, q_pos0, causal, scale, n_head_kv, lanes
             s = (s * scale).astype(F32)
             keys = k0 + np.arange(KV_TILE)
             visible = (keys[None, :] <= last[:, None]) & (keys[None, :] < kv_len)
+            if window:  # llama.cpp's SWA: hidden when the query is window or more ahead
+                visible &= last[:, None] - keys[None, :] < window
             s = np.where(visible, s, F32(-np.inf)).astype(F32)
             tmax = s.max(axis=1)
             live = tmax != -np.inf
@@ -207,6 +209,7 @@ class AttnCase:
     q_pos0: int
     causal: bool
     scale: float
+    window: int = 0  # sliding window (0: none)
 
     @property
     def n_q(self) -> int:
@@ -230,7 +233,7 @@ class AttnCase:
 
 
 def make_case(seed, n_q, past, n_head, n_head_kv, d, causal=True, extra_cap=7, kv_len=None,
-              v_mult=1.0):
+              v_mult=1.0, window=0):
     """Random normal inputs whose rows span magnitudes (per-row scale 2^[-3, 3])."""
     rng = np.random.default_rng(seed)
     kv = kv_len if kv_len is not None else past + n_q
@@ -240,7 +243,7 @@ def make_case(seed, n_q, past, n_head, n_head_kv, d, causal=True, extra_cap=7, k
     ks = np.exp2(rng.uniform(-2, 2, size=(n_head_kv, cap, 1)))
     k = (rng.standard_normal((n_head_kv, cap, d)) * ks).astype(np.float16)
     v = (rng.standard_normal((n_head_kv, cap, d)) * v_mult).astype(np.float16)
-    return AttnCase(q, k, v, kv, past, causal, float(F32(1.0 / np.sqrt(d))))
+    return AttnCase(q, k, v, kv, past, causal, float(F32(1.0 / np.sqrt(d))), window)
 
 
 # ---- ggml (external oracle) ---------------------------------------------------
@@ -266,6 +269,8 @@ def _mask(case: AttnCase, n_kv_pad: int, n_rows: int) -> np.ndarray:
     for i in range(case.n_q):
         end = case.q_pos0 + i + 1 if case.causal else case.kv_len
         mask[i, :end] = 0
+        if case.window:  # llama.cpp's SWA: hidden when the query is window or more ahead
+            mask[i, :max(0, case.q_pos0 + i + 1 - case.window)] = -np.inf
     return mask
 
 
@@ -308,8 +313,8 @@ def ggml_flash_attn(case: AttnCase, n_threads: int, pad: int = 256) -> np.ndarra
 
 ATTN_ARGS = """int contract, float *out, const float *q, const void *k, const void *v,
     int64_t n_q, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
-    int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal, float scale,
-    void *scratch, size_t scratch_bytes"""
+    int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal, int64_t window,
+    float scale, void *scratch, size_t scratch_bytes"""
 
 SELECTORS = {
     "fp32_llama_regular": 3,
@@ -379,7 +384,7 @@ class Runner:
                 ffi.cast("const void *", ffi.from_buffer(case.k16)),
                 ffi.cast("const void *", ffi.from_buffer(case.v16)),
                 case.n_q, case.n_head, case.n_head_kv, case.head_dim, case.kv_len, case.capacity,
-                case.q_pos0, int(case.causal), case.scale, scratch, int(nbytes)]
+                case.q_pos0, int(case.causal), case.window, case.scale, scratch, int(nbytes)]
         return args, keep
 
     def run(self, kind: str, case: AttnCase, workers: int = 1, pool=None, selector=None):
@@ -413,7 +418,7 @@ def mismatch(a, b):
 
 # ---- fp32_llama_regular ----------------------------------------------------------
 
-def llama_regular(q, k16, v16, kv_len, q_pos0, causal, scale, n_head_kv):
+def llama_regular(q, k16, v16, kv_len, q_pos0, causal, scale, n_head_kv, window=0):
     """The regular (non-flash) path with this provider's declared dot orders
     (sequential fma chains): q rounded to fp16; scores fp32; soft_max as ggml's
     (scale, mask, max, exp16, 16-key sum tree in fp64, fp64 reciprocal); the
@@ -432,7 +437,11 @@ def llama_regular(q, k16, v16, kv_len, q_pos0, causal, scale, n_head_kv):
         w = (s * scale).astype(F32)
         rows = np.arange(n_q)
         end = (q_pos0 + rows + 1) if causal else np.full(n_q, kv_len)
-        w = np.where(np.arange(kv_len)[None, :] < end[:, None], w, F32(-np.inf)).astype(F32)
+        keys = np.arange(kv_len)[None, :]
+        seen = keys < end[:, None]
+        if window:  # llama.cpp's SWA: hidden when the query is window or more ahead
+            seen &= keys > (end[:, None] - 1 - window)
+        w = np.where(seen, w, F32(-np.inf)).astype(F32)
         m = w.max(axis=1)
         p = expf_ggml512((w - m[:, None]).astype(F32))
         pad = -(-kv_len // 16) * 16
