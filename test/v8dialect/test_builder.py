@@ -373,15 +373,18 @@ def test_tensor_the_circuit_never_reads(tmp_path: Path, capsys: pytest.CaptureFi
     assert rc == 1 and "1 tensor(s) that circuits/gemma3.json never reads: output.weight" in err
 
 
-def test_sliding_window_needs_a_cache_within_the_window(
+def test_sliding_window_rides_on_local_attention_at_any_capacity(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rc, _, err = build(capsys, gguf(tmp_path, "gemma3"), "gemma3", "--kv-capacity", "1024")
-    assert (
-        rc == 1
-        and "sliding-window attention over 512 positions" in err
-        and "--kv-capacity <= 512" in err
-    )
+    """A KV capacity past the window builds: the five local layers' attention carries the
+    window (llama.cpp's n_swa) and the global layer's none, in both phases, over one
+    full-size cache per layer."""
+    module = built(capsys, gguf(tmp_path, "gemma3"), "gemma3", "--kv-capacity", "2048")
+    for func in ("prefill", "decode"):
+        attention = [op for op in graph_ops(module) if op.name == "v8.attention" and _func(op) == func]
+        windows = [op.properties.get("window") for op in attention]
+        assert [w.value.data if w is not None else None for w in windows] == [512] * 5 + [None]  # type: ignore[attr-defined]
+        assert all(op.operands[1].type.get_shape()[1] == 2048 for op in attention)  # type: ignore[attr-defined]
 
 
 def test_circuit_waiting_for_contracts_refuses_to_build(
