@@ -155,6 +155,10 @@ def _dims_elementwise(op: KernelOp) -> dict[str, Attribute]:
     return {"n": IntegerAttr(_product(shape_of(op.buffer("x"))), i64)}
 
 
+def _dims_scale(op: KernelOp) -> dict[str, Attribute]:
+    return {**_dims_elementwise(op), "factor": _param_float(op, "factor")}
+
+
 def _dims_rows(op: KernelOp) -> dict[str, Attribute]:
     """Row count and row length: a gated activation's arithmetic restarts at every row."""
     dims = shape_of(op.buffer("lhs"))
@@ -180,6 +184,7 @@ DIMENSIONS: Mapping[str, Callable[[KernelOp], dict[str, Attribute]]] = {
     "recurrent": _dims_recurrent,
     "layer_norm": _dims_rmsnorm,
     "gelu": _dims_elementwise,
+    "scale": _dims_scale,
     "patch_merge": _dims_patch_merge,
     "swiglu": _dims_rows,
     "geglu": _dims_rows,

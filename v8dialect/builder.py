@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+import numpy as np
 from xdsl.dialects.builtin import (
     ArrayAttr,
     BFloat16Type,
@@ -100,6 +101,7 @@ from v8dialect.ops import (
     ResidualAddOp,
     RMSNormOp,
     RopeOp,
+    ScaleOp,
     SigmoidGateOp,
     SwiGLUOp,
     dtype_name,
@@ -619,7 +621,7 @@ class FunctionBuilder:
     ) -> Operation:
         q, k, v = inputs
         tokens, _heads, dim = dims_of(q)
-        assert op.kv_heads is not None and op.scale is not None and op.mask is not None
+        assert op.kv_heads is not None and op.mask is not None
         kv_heads = self.integer(op.kv_heads, op)
         for what, value in (("k", k), ("v", v)):
             if dims_of(value) != (tokens, kv_heads, dim):
@@ -647,7 +649,9 @@ class FunctionBuilder:
         props["mask"] = MaskAttr(Mask(op.mask))
         if window is not None:
             props["window"] = IntegerAttr(window, i64)
-        props["scale"] = FloatAttr(1.0 / math.sqrt(self.number(op.scale[1], op)), Float32Type())
+        # no scale: the circuit scaled Q before attention (a v8.scale), scores are not scaled
+        scale = 1.0 if op.scale is None else 1.0 / math.sqrt(self.number(op.scale[1], op))
+        props["scale"] = FloatAttr(scale, Float32Type())
         return AttentionOp.build(
             operands=[q, k_cache, v_cache], result_types=[q.type], properties=props
         )
@@ -816,6 +820,15 @@ class FunctionBuilder:
         (x,) = inputs
         return GeluOp.build(operands=[x], result_types=[x.type], properties=self.properties(op, layer))
 
+    def emit_scale(self, op: OpTemplate, inputs: list[SSAValue], layer: int | None) -> Operation:
+        (x,) = inputs
+        assert op.factor is not None
+        # 1.0f / sqrtf(n) in fp32, as llama.cpp computes such factors (f_attention_scale)
+        root = np.sqrt(np.float32(self.number(op.factor[1], op)))
+        props = self.properties(op, layer)
+        props["factor"] = FloatAttr(float(np.float32(1.0) / root), Float32Type())
+        return ScaleOp.build(operands=[x], result_types=[x.type], properties=props)
+
     def emit_patch_merge(
         self, op: OpTemplate, inputs: list[SSAValue], layer: int | None
     ) -> Operation:
@@ -901,6 +914,7 @@ EMITTERS = {
     "recurrent": FunctionBuilder.emit_recurrent,
     "layer_norm": FunctionBuilder.emit_layer_norm,
     "gelu": FunctionBuilder.emit_gelu,
+    "scale": FunctionBuilder.emit_scale,
     "patch_merge": FunctionBuilder.emit_patch_merge,
 }
 

@@ -36,7 +36,8 @@ CIRCUIT_KINDS = ("decoder", "encoder")
 INPUT_KINDS = ("tokens", "embeddings")
 WEIGHT_TYING = ("optional", "always", "never")
 MASKS = ("causal", "full")
-SCALE_KINDS = ("sqrt",)
+SCALE_KINDS = ("sqrt",)  # an embedding's output scale
+FACTOR_KINDS = ("inverse_sqrt",)  # a scale op's factor
 
 # Op kinds a circuit may declare before the IR or the registries can express
 # them: validation reports each as a gap (never a vocabulary error), so the
@@ -92,7 +93,8 @@ OP_FIELDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "logits": (("node", "weight", "features", "contracts"), ("bias", "tied_to")),
     "reshape": ((), ("heads", "flatten")),
     "rope": (("node", "freq_base", "dims", "contracts"), ("sections",)),
-    "attention": (("node", "mask", "scale", "kv_heads", "contracts"), ("window",)),
+    # without a scale the attention scale is 1 (the circuit scaled Q itself)
+    "attention": (("node", "mask", "kv_heads", "contracts"), ("scale", "window")),
     "residual_add": (("node", "contracts"), ()),
     "swiglu": (("node", "contracts"), ()),
     "geglu": (("node", "contracts"), ()),
@@ -102,6 +104,7 @@ OP_FIELDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "layer_norm": (("node", "weight", "bias", "eps", "contracts"), ()),
     "gelu": (("node", "contracts"), ()),
     "patch_merge": (("node", "contracts"), ()),
+    "scale": (("node", "factor", "contracts"), ()),
     **{
         kind: (("node", "contracts"), ("weight", "bias", "eps", "tensors", "part", "parts"))
         for kind in PLANNED_OPS
@@ -125,6 +128,7 @@ ARITY: Mapping[str, int] = {
     "layer_norm": 1,
     "gelu": 1,
     "patch_merge": 1,
+    "scale": 1,
 }
 NODE_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 TENSOR_PATTERN = re.compile(r"^[a-z][a-z0-9_.]*$")
@@ -182,6 +186,7 @@ class OpTemplate:
     sections: str | None = None
     mask: str | None = None
     scale: tuple[str, str] | None = None
+    factor: tuple[str, str] | None = None  # a scale op's (kind, manifest field)
     kv_heads: str | None = None
     window: str | None = None  # manifest field: sliding-window length
     tensors: tuple[str, ...] = ()
@@ -393,11 +398,12 @@ def _contracts(node: Node, phases: Sequence[str], kind: str) -> dict[str, tuple[
     return {phase: _choices(node.child(phase), kind) for phase in phases}
 
 
-def _scale(node: Node) -> tuple[str, str]:
-    node.object([], SCALE_KINDS)
+def _kind_of_field(node: Node, kinds: Sequence[str]) -> tuple[str, str]:
+    """{"<kind>": "<manifest field>"} with exactly one of `kinds`, e.g. {"sqrt": "width"}."""
+    node.object([], kinds)
     entries = list(node.entries())
     if len(entries) != 1:
-        raise node.error(f"expected exactly one of: {', '.join(SCALE_KINDS)}")
+        raise node.error(f"expected exactly one of: {', '.join(kinds)}")
     kind, value = entries[0]
     return kind, _manifest_field(value)
 
@@ -470,7 +476,9 @@ def parse_op(node: Node, scope: Scope) -> OpTemplate:
         features=tuple(_feature(n) for n in get("features").items()) if has("features") else (),
         eps=_manifest_field(get("eps")) if has("eps") else None,
         weight_offset=_weight_offset(get("weight_offset")) if has("weight_offset") else {},
-        output_scale=_scale(get("output_scale")) if has("output_scale") else None,
+        output_scale=(
+            _kind_of_field(get("output_scale"), SCALE_KINDS) if has("output_scale") else None
+        ),
         heads=_manifest_field(get("heads")) if has("heads") else None,
         flatten=_flag(get("flatten")) if has("flatten") else False,
         freq_base=_manifest_field(get("freq_base")) if has("freq_base") else None,
@@ -478,6 +486,7 @@ def parse_op(node: Node, scope: Scope) -> OpTemplate:
         sections=_manifest_field(get("sections")) if has("sections") else None,
         mask=get("mask").word(MASKS) if has("mask") else None,
         scale=_inverse_scale(get("scale")) if has("scale") else None,
+        factor=_kind_of_field(get("factor"), FACTOR_KINDS) if has("factor") else None,
         kv_heads=_manifest_field(get("kv_heads")) if has("kv_heads") else None,
         window=_manifest_field(get("window")) if has("window") else None,
         tensors=tuple(_tensor_stem(n) for n in get("tensors").items()) if has("tensors") else (),

@@ -750,6 +750,35 @@ class GeluOp(GraphOp):
 
 
 @irdl_op_definition
+class ScaleOp(GraphOp):
+    """x * factor, elementwise in fp32 (ggml_scale): e.g. a query scaled before attention."""
+
+    name = "v8.scale"
+    KERNEL_OP: ClassVar[str] = "scale"
+
+    x = operand_def(TensorType)
+    out = result_def(TensorType)
+    factor = prop_def(FloatAttr[Float32Type])
+    contract = prop_def(OpContractAttr)
+
+    assembly_format = "$node $phase $x `by` $factor `contract` qualified($contract) " + _TAIL
+
+    def verify_(self) -> None:
+        if tensor_type(self.x.type) is None or self.out.type != self.x.type:
+            raise VerifyException(f"result type must equal x's, got {self.x.type} -> {self.out.type}")
+        factor = self.factor.value.data
+        if not math.isfinite(factor) or factor == 0.0:
+            raise VerifyException(f"factor {factor} is not a finite nonzero number")
+        self.verify_contract_op()
+
+    def dtypes(self) -> Mapping[str, str]:
+        return {"input": element(self.x.type), "output": element(self.out.type)}
+
+    def layout(self) -> Mapping[str, str]:
+        return {"input": "contiguous", "output": "contiguous"}
+
+
+@irdl_op_definition
 class PatchMergeOp(GraphOp):
     """Each 2x2 merge window's four consecutive patch rows side by side: x [T, E] -> [T/4, 4E]."""
 
@@ -831,5 +860,6 @@ GRAPH_OPS: list[type[Operation]] = [
     RecurrentOp,
     LayerNormOp,
     GeluOp,
+    ScaleOp,
     PatchMergeOp,
 ]

@@ -119,6 +119,7 @@ DECODER_OPS = (
     "layer_norm",
     "gelu",
     "patch_merge",
+    "scale",
 )
 
 OP_FIELDS: Mapping[str, tuple[str, ...]] = {
@@ -161,6 +162,7 @@ OP_FIELDS: Mapping[str, tuple[str, ...]] = {
         "gated_delta_rule_ggml_fma_update",
         "ggml_dequantize_row",
         "ggml_dequantize_row_times_scale",
+        "times_scale",
     ),
     "transcendentals": (
         "none",
@@ -309,4 +311,5 @@ OP_ROLES: Mapping[str, tuple[str, ...]] = {
     "layer_norm": ("input", "weight", "output"),
     "gelu": ("input", "output"),
     "patch_merge": ("input", "output"),
+    "scale": ("input", "output"),
 }

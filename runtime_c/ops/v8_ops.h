@@ -59,7 +59,8 @@ enum {
     V8_GEGLU_FP32_GGML_FP16_TABLE = 0x706,
     V8_GATED_DELTA_RULE_FP32_GGML_16_LANE_CHAIN = 0xA02,
     V8_GATED_DELTA_RULE_FP32_GGML_8_LANE_CHAIN = 0xA03,
-    V8_GATED_DELTA_RULE_FP32_GGML_16_LANE_CHAIN_4_LANE_TAILS = 0xA04
+    V8_GATED_DELTA_RULE_FP32_GGML_16_LANE_CHAIN_4_LANE_TAILS = 0xA04,
+    V8_SCALE_FP32_MULTIPLY = 0x707
 };
 
 /* ---- RMSNorm: provider rmsnorm_fp32 -----------------------------------------
@@ -402,6 +403,13 @@ v8_status v8_gelu_f32_ref(int contract, float *y, const float *x, int64_t n);
 v8_status v8_gelu_f32(int contract, float *y, const float *x, int64_t n);
 v8_status v8_gelu_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
                                         const float *x, int64_t n);
+
+/* scale_fp32, contract scale_fp32_multiply: y[i] = x[i] * factor in fp32 (ggml_scale, no
+ * bias); factor finite and nonzero.  y may alias x exactly.  Elements are independent. */
+v8_status v8_scale_f32_ref(int contract, float *y, const float *x, int64_t n, float factor);
+v8_status v8_scale_f32(int contract, float *y, const float *x, int64_t n, float factor);
+v8_status v8_scale_f32_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                         const float *x, int64_t n, float factor);
 
 /* vision_rope_fp32, contract vision_rope_fp32_iterative_theta_2d_sections:
  * ggml's rope_multi in GGML_ROPE_TYPE_VISION mode.  Every dim rotates

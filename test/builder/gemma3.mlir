@@ -8,10 +8,11 @@
 // CHECK: kv_capacity = 4096 : i64
 // CHECK-LABEL: func.func @prefill(%tokens: tensor<16xi32>, %token_embd.weight: tensor<512x256xf32> {v8.tensor = "token_embd.weight", v8.weight_scale = 1.600000e+01 : f32}
 // CHECK: v8.rope "blk.0.rope_q" prefill {{.*}} base 1.000000e+04
-// CHECK: v8.attention "blk.0.attn" prefill causal window 512 %q_rot,
+// CHECK: v8.scale "blk.0.q_scale" prefill %q_rot by 1.250000e-01
+// CHECK: v8.attention "blk.0.attn" prefill causal window 512 %q_scaled, {{.*}} scale 1.000000e+00
 // CHECK: v8.rmsnorm "blk.0.post_attention_norm" prefill
 // CHECK: v8.geglu "blk.0.ffn_act" prefill {{.*}} #v8.op_contract<"geglu_fp32_ggml_fp16_table"
 // CHECK: v8.rmsnorm "blk.0.post_ffw_norm" prefill
 // CHECK: v8.rope "blk.5.rope_q" prefill {{.*}} base 1.000000e+06
-// CHECK: v8.attention "blk.5.attn" prefill causal %q_rot_5,
+// CHECK: v8.attention "blk.5.attn" prefill causal %q_scaled_5,
 // CHECK: v8.logits "output" prefill %final, %token_embd.weight_1 contract

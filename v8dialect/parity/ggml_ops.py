@@ -259,6 +259,16 @@ class GgmlOps:
 
         return self._run(build, threads, m, n)
 
+    def scale(self, x: np.ndarray[Any, Any], factor: float, threads: int = 1) -> np.ndarray[Any, Any]:
+        """ggml_scale of an fp32 [rows, cols] tensor by `factor` (no bias)."""
+        rows, cols = x.shape
+
+        def build(ctx: int) -> int:
+            xt = self._tensor(ctx, "f32", cols, rows, np.ascontiguousarray(x, np.float32))
+            return self.base.ggml_scale(ctx, xt, factor)
+
+        return self._run(build, threads, rows, cols)
+
     def get_rows(self, table: np.ndarray[Any, Any], dtype: str, ids: np.ndarray[Any, Any],
                  cols: int, threads: int = 1, scale: float | None = None) -> np.ndarray[Any, Any]:
         """fp32 rows [T, cols] of `table` (raw blocks or values stored as `dtype`) at int32

@@ -14,7 +14,7 @@ from v8dialect.paths import runtime_c_dir
 
 OPS_SOURCES = ("ops/norm.c", "ops/rope.c", "ops/embedding.c", "ops/linear.c",
                "ops/elementwise.c", "ops/kv_store.c", "ops/gated_delta.c",
-               "ops/vision.c", "ops/glu_ggml.c", "ops/gated_delta_ggml.c")
+               "ops/vision.c", "ops/glu_ggml.c", "ops/gated_delta_ggml.c", "ops/scale.c")
 WORKERS = (1, 2, 3, 4, 8)
 
 
