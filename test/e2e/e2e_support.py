@@ -35,6 +35,7 @@ import tiled_model as TM  # noqa: E402
 F32 = np.float32
 E, H, HKV, D, FFN, VOCAB = 256, 4, 2, 64, 512, 512
 PREFILL_TOKENS, DECODE_STEPS, KV_CAPACITY = 20, 8, 1024
+GEMMA3_WINDOW = 12  # the test Gemma3's sliding window, shorter than its runs
 Q_TILE_THRESHOLD = 64  # f16_flash_auto_qtile64: the tiled part from 64 query rows on
 
 
@@ -58,10 +59,16 @@ class Family:
     output_type: str = "q6_k"  # when untied
     local_base: float | None = None  # sliding-window layers' RoPE base
     pattern: int | None = None  # every `pattern`-th layer is global
+    query_scale: bool = False  # Q scaled by 1/sqrt(D) before attention, which runs unscaled
     extra_metadata: dict[str, Any] = field(default_factory=dict[str, Any])
 
     def is_global(self, layer: int) -> bool:
         return self.pattern is None or (layer + 1) % self.pattern == 0
+
+    def window(self, layer: int) -> int:
+        """The layer's sliding window (0: none): the file's, on the local layers."""
+        stated = int(self.extra_metadata.get("attention.sliding_window", 0))
+        return 0 if self.is_global(layer) else stated
 
     def base(self, layer: int) -> float:
         if self.local_base is not None and not self.is_global(layer):
@@ -75,11 +82,11 @@ FAMILIES = {
                     output_type="q6_k"),
     "nanbeige": Family("nanbeige", "llama", 2, 1e4, 1e-5, neox=False, tied=False,
                        output_type="q4_k"),
-    # 3 layers with a period of 3: two sliding-window (local base) layers, then a global one.
-    # The window equals the KV capacity, so it masks nothing (the builder refuses otherwise).
+    # 3 layers with a period of 3: two sliding-window (local base) layers, then a global one;
+    # the window is shorter than the sequences the tests run, so it masks.
     "gemma3": Family("gemma3", "gemma3", 3, 1e6, 1e-6, qk_norm=True, post_norms=True,
-                     geglu=True, embed_scale=True, local_base=1e4, pattern=3,
-                     extra_metadata={"attention.sliding_window": KV_CAPACITY,
+                     geglu=True, embed_scale=True, local_base=1e4, pattern=3, query_scale=True,
+                     extra_metadata={"attention.sliding_window": GEMMA3_WINDOW,
                                      "attention.sliding_window_pattern": 3,
                                      "rope.freq_base_swa": 1e4}),
 }
@@ -365,7 +372,9 @@ class NumpyDecoder:
     def __init__(self, fam: Family, weights: dict[str, tuple[str, np.ndarray]],
                  capacity: int, tree: str) -> None:
         self.fam, self.w, self.capacity, self.tree = fam, weights, capacity, tree
-        self.scale = float(F32(1.0 / math.sqrt(D)))
+        # 1.0f / sqrtf(D), on Q before attention or on the scores
+        self.q_scale = F32(1.0) / np.sqrt(F32(D))
+        self.scale = 1.0 if fam.query_scale else float(self.q_scale)
         table = weights["token_embd.weight"][1]
         # Gemma scales the gathered rows by sqrt(hidden) in fp32.
         self.table = (table * F32(math.sqrt(E))).astype(F32) if fam.embed_scale else table
@@ -391,13 +400,17 @@ class NumpyDecoder:
         t = q.shape[0]
         kc, vc = self.k[layer], self.v[layer]
         kv_len = n_past + t
+        window = self.fam.window(layer)
+        if self.fam.query_scale:
+            q = (q * self.q_scale).astype(F32)
         if phase == "decode" and not decode_single_range:
-            return OM.f16_split_kv(q, kc, vc, H, HKV, kv_len, self.scale, self.tree, workers)
+            return OM.f16_split_kv(q, kc, vc, H, HKV, kv_len, self.scale, self.tree, workers,
+                                   window=window)
         if t < Q_TILE_THRESHOLD:
             return OM.f16_single_range(q, kc, vc, H, HKV, kv_len, n_past, True, self.scale,
-                                       self.tree)
+                                       self.tree, window=window)
         return TM.tiled_attention(q, kc.view(np.float16), vc.view(np.float16), kv_len, n_past,
-                                  True, self.scale, HKV)
+                                  True, self.scale, HKV, window=window)
 
     def forward(self, tokens: np.ndarray, n_past: int, phase: str, workers: int = 1,
                 decode_single_range: bool = False) -> np.ndarray:

@@ -51,12 +51,6 @@ MODELS = (("qwen3", S.E, (*FILE_TYPES, "F16", "BF16")), ("qwen2", S.E, FILE_TYPE
           ("qwen3vl", 1152, ("Q4_K_M",)), ("qwen35", 1152, ("Q4_K_M",)))
 
 
-def kv_capacity(family: str) -> tuple[str, ...]:
-    """A model with a sliding window runs with a KV capacity within it (S.KV_CAPACITY, the
-    window its file states); the others keep v8-parity's default capacity."""
-    fam = S.FAMILIES.get(family) or S.STREAM_FAMILIES[family]
-    window = fam.extra_metadata.get("attention.sliding_window")
-    return () if window is None else ("--kv-capacity", str(min(window, S.KV_CAPACITY)))
 # every file type runs with repacking on and off (llama.cpp repacks Q4_K and Q4_0 weights
 # whose row count is a multiple of 8: q4_K_8x8 and q4_0_8x8, each with its own contract)
 CASES = [(fam, width, ft) for fam, width, types in MODELS for ft in types]
@@ -124,7 +118,7 @@ def test_quantized_file_bit_exact_with_llamacpp(case: tuple[str, int, str], root
     types = tensor_types(path)
     repack = "both"
     rc, doc, out = parity(path, family, "--prompt-len", str(PROMPT), "--decode", str(DECODE),
-                          "--threads", "1,2", "--repack", repack, *kv_capacity(family))
+                          "--threads", "1,2", "--repack", repack)
     runs = [{"threads": r["threads"], "repack": r["repack"],
              "exact": sum(p["exact"] for p in r["positions"]), "positions": len(r["positions"]),
              "located": r["located"]} for r in doc.get("runs", [])]
@@ -171,7 +165,7 @@ def test_gemma3_token_table_keeps_its_type(root: Path, width: int) -> None:
         table = tensor_types(path)["token_embd"]
         out = root / f"gemma3-{width}-{file_type}.mlir"
         proc = subprocess.run([sys.executable, "-m", "v8dialect.builder", str(path), "--circuit",
-                               "gemma3", *kv_capacity("gemma3"), "-o", str(out)],
+                               "gemma3", "-o", str(out)],
                               capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         text = out.read_text()
