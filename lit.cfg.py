@@ -14,6 +14,9 @@ config.excludes = ["Inputs", "examples", "runtime_c", ".venv", "build"]
 # v8-opt, xdsl-opt and filecheck from the interpreter's environment
 bindir = os.path.dirname(sys.executable)
 config.environment["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+# a PYTHONPATH (a source tree tested without installing it) reaches the tools too
+if "PYTHONPATH" in os.environ:
+    config.environment["PYTHONPATH"] = os.environ["PYTHONPATH"]
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%fixture_maps", os.path.join(config.test_source_root, "test", "Inputs", "kernel_maps")))
 config.substitutions.append(("%examples", os.path.join(config.test_source_root, "examples")))

@@ -5,6 +5,9 @@ Per phase (function) it prints an entry point
     v8_status <phase>(v8_threadpool *pool, int64_t n_past, void *arena,
                       void *scratch, size_t scratch_bytes, <inputs...>, <outputs...>);
 
+(a decoder's prefill also takes ``int64_t n_tokens`` after ``n_past``: its token count at run
+time, at most the built one; see v8dialect/token_count.py)
+
 plus ``<phase>_arena_bytes()`` and ``<phase>_scratch_bytes(pool)``.  Each
 ``v8.call`` becomes one call of the bound production or threadpool function
 with the resolved contract's selector constant; each ``v8.inline`` calls the
@@ -40,6 +43,7 @@ from v8dialect.ir_types import array_items, memref_type
 from v8dialect.lowered import ArenaSliceOp, CallOp, CExprAttr, InlineOp, ViewOp
 from v8dialect.ops import dtype_name
 from v8dialect.pinning import check_pinned
+from v8dialect.token_count import RUNTIME_TOKENS, TokenCount, max_tokens
 
 STAGE = "emit-c"
 HEADERS_ATTR = "v8.c_headers"
@@ -48,7 +52,7 @@ C_ELEMENT = {"f32": "float", "f16": "uint16_t", "bf16": "uint16_t", "i32": "int3
              "q4_k": "void", "q5_k": "void", "q6_k": "void", "q8_0": "void", "q5_0": "void",
              "q4_0": "void", "q4_1": "void", "q5_1": "void"}
 C_KEYWORDS = frozenset({"int", "float", "double", "char", "void", "return", "if", "else", "for",
-                        "while", "const", "static", "pool", "n_past", "arena", "scratch",
+                        "while", "const", "static", "pool", "n_past", "n_tokens", "arena", "scratch",
                         "scratch_bytes", "st", "base", "auto", "case", "default"})
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -112,6 +116,11 @@ class PhasePrinter:
     def phase(self) -> str:
         return self.fn.sym_name.data
 
+    @property
+    def max_tokens(self) -> int | None:
+        """The most tokens of a phase whose token count is its n_tokens argument."""
+        return max_tokens(self.fn)
+
     def n_outputs(self) -> int:
         attr = self.fn.attributes.get("v8.outputs")
         assert isinstance(attr, IntegerAttr)
@@ -147,7 +156,8 @@ class PhasePrinter:
         self.w.line(f"size_t {self.phase}_arena_bytes(void) {{ return {arena.value.data}u; }}")
         self.w.line()
         self.print_scratch_function()
-        params = ", ".join(["v8_threadpool *pool", "int64_t n_past", "void *arena", "void *scratch",
+        counts = ["int64_t n_past"] + ([f"int64_t {RUNTIME_TOKENS}"] if self.max_tokens else [])
+        params = ", ".join(["v8_threadpool *pool", *counts, "void *arena", "void *scratch",
                             "size_t scratch_bytes", *self.parameters()])
         self.w.line(f"v8_status {self.phase}({params}) {{")
         self.w.indent += 1
@@ -183,6 +193,9 @@ class PhasePrinter:
         if self.uses_threadpool():
             self.w.line("V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);")
         self.w.line("V8_REQUIRE(n_past >= 0, V8_ERR_BAD_DIMENSION);")
+        if self.max_tokens:
+            self.w.line(f"V8_REQUIRE({RUNTIME_TOKENS} >= 1 && {RUNTIME_TOKENS} <= {self.max_tokens}, "
+                        "V8_ERR_BAD_DIMENSION);")
         for limit in self.runtime_checks():
             self.w.line(f"V8_REQUIRE({limit}, V8_ERR_BAD_DIMENSION);")
         self.w.line(f"V8_REQUIRE(scratch_bytes >= {self.phase}_scratch_bytes(pool) && "
@@ -258,11 +271,19 @@ class PhasePrinter:
         if len(inputs) != 2:
             raise V8Error([op_error(op, f"{STAGE}: inline '{op.kind.data}' takes two inputs")])
         assert isinstance(out.type, MemRefType)
-        count = 1
-        for d in out.type.get_shape():  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
-            count *= int(d)  # pyright: ignore[reportUnknownArgumentType]
+        dims = [int(d) for d in out.type.get_shape()]  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType, reportUnknownArgumentType]
+        per_token = 1
+        for d in dims[1:]:
+            per_token *= d
+        count = TokenCount(self.max_tokens).rows(dims[0], per_token)
         names = [self.names[v] for v in (out, *inputs)]
-        self.w.line(f"v8_inline_{op.kind.data}({', '.join(names)}, {count});")
+        text = count.text.data if isinstance(count, CExprAttr) else str(int_value(count))
+        self.w.line(f"v8_inline_{op.kind.data}({', '.join(names)}, {text});")
+
+
+def int_value(attr: Attribute) -> int:
+    assert isinstance(attr, IntegerAttr)
+    return attr.value.data
 
 
 def c_float(value: float) -> str:

@@ -41,6 +41,7 @@ from v8dialect.lowered import AllocOp, ArenaSliceOp, CallOp, CExprAttr, InlineOp
 from v8dialect.paths import option_paths
 from v8dialect.pinning import check_pinned
 from v8dialect.structure import check_structure
+from v8dialect.token_count import TokenCount, max_tokens
 
 ALIGNMENT = 64
 MAPS_ATTR = "v8.kernel_maps"
@@ -203,7 +204,7 @@ class FunctionPreparation:
                 raise V8Error([op_error(op, f"prepare-calls: kernel map '{kmap.id}' binds {role} "
                                         f"'{bound}' but the resolution pinned '{pinned}'")])
         try:
-            call = bind(op, kmap)
+            call = bind(op, kmap, TokenCount(max_tokens(self.fn)))
         except BindingError as e:
             raise V8Error([op_error(op, f"prepare-calls: kernel '{kmap.id}': {e}")]) from None
         if call.scratch_size and call.scratch_size not in self.scratch_sizes:

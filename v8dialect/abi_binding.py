@@ -29,6 +29,7 @@ from xdsl.ir import Attribute, SSAValue
 from v8dialect.attributes import Mask, MaskAttr
 from v8dialect.kernel_maps import KernelMap
 from v8dialect.lowered import CExprAttr, KernelOp
+from v8dialect.token_count import TokenCount
 
 # ABI names that refer to a buffer under another role name
 BUFFER_ALIASES: Mapping[str, str] = {"y": "out", "pos": "positions"}
@@ -58,7 +59,7 @@ def _param_float(op: KernelOp, name: str) -> Attribute:
     return FloatAttr(value.value.data, f32)
 
 
-def _dims_attention(op: KernelOp) -> dict[str, Attribute]:
+def _dims_attention(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
     t, h, d = shape_of(op.buffer("q"))
     hkv, capacity, _ = shape_of(op.buffer("k"))
     mask = op.params.data["mask"]
@@ -67,30 +68,31 @@ def _dims_attention(op: KernelOp) -> dict[str, Attribute]:
     window = op.params.data.get("window")
     window_length = window.value.data if isinstance(window, IntegerAttr) else 0
     return {
-        "n_q": IntegerAttr(t, i64), "n_head": IntegerAttr(h, i64), "n_head_kv": IntegerAttr(hkv, i64),
+        "n_q": tokens.rows(t), "n_head": IntegerAttr(h, i64), "n_head_kv": IntegerAttr(hkv, i64),
         "head_dim": IntegerAttr(d, i64), "kv_capacity": IntegerAttr(capacity, i64),
-        "kv_len": CExprAttr(StringAttr(f"n_past + {t}")), "q_pos0": CExprAttr(StringAttr("n_past")),
+        "kv_len": CExprAttr(StringAttr(f"n_past + {tokens.text(t)}")),
+        "q_pos0": CExprAttr(StringAttr("n_past")),
         "causal": IntegerAttr(causal, i32), "window": IntegerAttr(window_length, i64),
         "scale": _param_float(op, "scale"),
     }
 
 
-def _dims_projection(op: KernelOp) -> dict[str, Attribute]:
+def _dims_projection(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
     t, k = shape_of(op.buffer("x"))
     n = shape_of(op.buffer("w"))[0]
-    return {"m": IntegerAttr(t, i64), "n": IntegerAttr(n, i64), "k": IntegerAttr(k, i64)}
+    return {"m": tokens.rows(t), "n": IntegerAttr(n, i64), "k": IntegerAttr(k, i64)}
 
 
-def _dims_rmsnorm(op: KernelOp) -> dict[str, Attribute]:
+def _dims_rmsnorm(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
     dims = shape_of(op.buffer("x"))
-    return {"n_rows": IntegerAttr(_product(dims[:-1]), i64), "n": IntegerAttr(dims[-1], i64),
+    return {"n_rows": tokens.rows(dims[0], _product(dims[1:-1])), "n": IntegerAttr(dims[-1], i64),
             "eps": _param_float(op, "eps")}
 
 
-def _dims_per_head(op: KernelOp) -> dict[str, Attribute]:
+def _dims_per_head(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
     t, h, d = shape_of(op.buffer("x"))
     values: dict[str, Attribute] = {
-        "n_tokens": IntegerAttr(t, i64), "n_head": IntegerAttr(h, i64), "head_dim": IntegerAttr(d, i64)}
+        "n_tokens": tokens.rows(t), "n_head": IntegerAttr(h, i64), "head_dim": IntegerAttr(d, i64)}
     if "eps" in op.params.data:
         values["eps"] = _param_float(op, "eps")
     if "freq_base" in op.params.data:
@@ -106,20 +108,20 @@ def _dims_per_head(op: KernelOp) -> dict[str, Attribute]:
     return values
 
 
-def _dims_embedding(op: KernelOp) -> dict[str, Attribute]:
+def _dims_embedding(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
     (t,) = shape_of(op.buffer("ids"))
     vocab, dim = shape_of(op.buffer("table"))
     values: dict[str, Attribute] = {
-        "n_tokens": IntegerAttr(t, i64), "n_vocab": IntegerAttr(vocab, i64), "dim": IntegerAttr(dim, i64)}
+        "n_tokens": tokens.rows(t), "n_vocab": IntegerAttr(vocab, i64), "dim": IntegerAttr(dim, i64)}
     if "scale" in op.params.data:  # a scaled-rows contract's fp32 scale
         values["scale"] = _param_float(op, "scale")
     return values
 
 
-def _dims_kv_store(op: KernelOp) -> dict[str, Attribute]:
+def _dims_kv_store(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
     t, hkv, d = shape_of(op.buffer("rows"))
     capacity = shape_of(op.buffer("cache"))[1]
-    return {"n_tokens": IntegerAttr(t, i64), "n_head_kv": IntegerAttr(hkv, i64),
+    return {"n_tokens": tokens.rows(t), "n_head_kv": IntegerAttr(hkv, i64),
             "head_dim": IntegerAttr(d, i64), "capacity": IntegerAttr(capacity, i64),
             "pos0": CExprAttr(StringAttr("n_past"))}
 
@@ -130,47 +132,52 @@ def _int_param(op: KernelOp, name: str) -> Attribute:
     return IntegerAttr(value.value.data, i64)
 
 
-def _dims_head_split(op: KernelOp) -> dict[str, Attribute]:
+def _dims_head_split(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
     t, h, d = shape_of(op.buffer("out"))
-    return {"n_tokens": IntegerAttr(t, i64), "n_head": IntegerAttr(h, i64),
+    return {"n_tokens": tokens.rows(t), "n_head": IntegerAttr(h, i64),
             "head_dim": IntegerAttr(d, i64), "part": _int_param(op, "part"),
             "parts": _int_param(op, "parts")}
 
 
-def _dims_sigmoid_gate(op: KernelOp) -> dict[str, Attribute]:
-    return {"n": IntegerAttr(_product(shape_of(op.buffer("lhs"))), i64)}
+def _dims_sigmoid_gate(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+    return {"n": _leading_rows(shape_of(op.buffer("lhs")), tokens)}
 
 
-def _dims_recurrent(op: KernelOp) -> dict[str, Attribute]:
+def _dims_recurrent(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
     t = shape_of(op.buffer("qkv"))[0]
     hv, dv, dk = shape_of(op.buffer("ssm_state"))
     kernel = shape_of(op.buffer("conv_w"))[1]
-    return {"n_tokens": IntegerAttr(t, i64), "n_k_heads": _int_param(op, "n_k_heads"),
+    return {"n_tokens": tokens.rows(t), "n_k_heads": _int_param(op, "n_k_heads"),
             "n_v_heads": IntegerAttr(hv, i64), "head_k_dim": IntegerAttr(dk, i64),
             "head_v_dim": IntegerAttr(dv, i64), "conv_kernel": IntegerAttr(kernel, i64),
             "eps": _param_float(op, "eps")}
 
 
-def _dims_elementwise(op: KernelOp) -> dict[str, Attribute]:
-    return {"n": IntegerAttr(_product(shape_of(op.buffer("x"))), i64)}
+def _leading_rows(dims: tuple[int, ...], tokens: TokenCount) -> Attribute:
+    """Elements of an activation [tokens, ...]: its leading dim is the token count."""
+    return tokens.rows(dims[0], _product(dims[1:]))
 
 
-def _dims_scale(op: KernelOp) -> dict[str, Attribute]:
-    return {**_dims_elementwise(op), "factor": _param_float(op, "factor")}
+def _dims_elementwise(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+    return {"n": _leading_rows(shape_of(op.buffer("x")), tokens)}
 
 
-def _dims_rows(op: KernelOp) -> dict[str, Attribute]:
+def _dims_scale(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+    return {**_dims_elementwise(op, tokens), "factor": _param_float(op, "factor")}
+
+
+def _dims_rows(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
     """Row count and row length: a gated activation's arithmetic restarts at every row."""
     dims = shape_of(op.buffer("lhs"))
-    return {"n_rows": IntegerAttr(_product(dims[:-1]), i64), "n": IntegerAttr(dims[-1], i64)}
+    return {"n_rows": tokens.rows(dims[0], _product(dims[1:-1])), "n": IntegerAttr(dims[-1], i64)}
 
 
-def _dims_patch_merge(op: KernelOp) -> dict[str, Attribute]:
+def _dims_patch_merge(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
     t, e = shape_of(op.buffer("x"))
-    return {"n_tokens": IntegerAttr(t, i64), "dim": IntegerAttr(e, i64)}
+    return {"n_tokens": tokens.rows(t), "dim": IntegerAttr(e, i64)}
 
 
-DIMENSIONS: Mapping[str, Callable[[KernelOp], dict[str, Attribute]]] = {
+DIMENSIONS: Mapping[str, Callable[[KernelOp, TokenCount], dict[str, Attribute]]] = {
     "attention": _dims_attention,
     "linear": _dims_projection,
     "logits": _dims_projection,
@@ -200,7 +207,7 @@ class BoundCall:
     checks: list[str]  # C conditions the entry point verifies before any kernel runs
 
 
-def named_values(op: KernelOp, threadpool: bool) -> dict[str, Attribute]:
+def named_values(op: KernelOp, threadpool: bool, tokens: TokenCount) -> dict[str, Attribute]:
     dims = DIMENSIONS.get(op.kind.data)
     if dims is None:
         raise BindingError(f"no ABI binding for op kind '{op.kind.data}'")
@@ -212,13 +219,16 @@ def named_values(op: KernelOp, threadpool: bool) -> dict[str, Attribute]:
         "n_workers": workers,
         "parts": workers,
     }
-    values.update(dims(op))
+    values.update(dims(op, tokens))
     return values
 
 
-def bind(op: KernelOp, kmap: KernelMap) -> BoundCall:
+def bind(op: KernelOp, kmap: KernelMap, tokens: TokenCount | None = None) -> BoundCall:
+    """The call of `op` under `kmap`'s ABI; `tokens`: the phase's token count (constant by
+    default, or the entry point's n_tokens)."""
+    tokens = tokens or TokenCount()
     threadpool = op.resolved.calls_threadpool
-    values = named_values(op, threadpool)
+    values = named_values(op, threadpool, tokens)
     buffers: list[SSAValue] = []
     args: list[Attribute] = [CExprAttr(StringAttr("pool"))] if threadpool else []
     for arg in kmap.abi_args:
@@ -226,12 +236,14 @@ def bind(op: KernelOp, kmap: KernelMap) -> BoundCall:
     callee = op.resolved.callee
     scratch = None
     if kmap.scratch_function:
-        parts = [_c_text(values[a]) for a in kmap.scratch_args]
+        # the phase's scratch is sized once, before the call, for the most tokens it takes
+        sizing = named_values(op, threadpool, TokenCount()) if tokens.runtime else values
+        parts = [_c_text(sizing[a]) for a in kmap.scratch_args]
         scratch = f"{kmap.scratch_function}({', '.join(parts)})"
-    return BoundCall(callee, args, buffers, scratch, runtime_checks(op))
+    return BoundCall(callee, args, buffers, scratch, runtime_checks(op, tokens))
 
 
-def runtime_checks(op: KernelOp) -> list[str]:
+def runtime_checks(op: KernelOp, tokens: TokenCount) -> list[str]:
     """New positions must fit the KV cache an attention or cache store touches."""
     match op.kind.data:
         case "attention":
@@ -240,7 +252,7 @@ def runtime_checks(op: KernelOp) -> list[str]:
             t, capacity = shape_of(op.buffer("rows"))[0], shape_of(op.buffer("cache"))[1]
         case _:
             return []
-    return [f"n_past + {t} <= {capacity}"]
+    return [f"n_past + {tokens.text(t)} <= {capacity}"]
 
 
 def _bind_arg(op: KernelOp, name: str, role: str, values: dict[str, Attribute],

@@ -108,6 +108,7 @@ from v8dialect.ops import (
 )
 from v8dialect.ops import element as element_dtype
 from v8dialect.ops import shape as tensor_shape
+from v8dialect.token_count import MAX_TOKENS_ATTR, TOKEN_AXIS_ATTR
 
 DEFAULT_PREFILL_TOKENS = 16
 MAX_LAYERS = 512  # the most layers llama.cpp loads: no model file it runs has more
@@ -284,6 +285,7 @@ class Arguments:
         location: FileLineColLoc,
         tensor: str | None = None,
         transforms: Mapping[str, float] | None = None,
+        token_axis: int | None = None,
     ) -> SSAValue:
         steps = tuple(sorted((transforms or {}).items()))
         key = (tensor or name, steps)
@@ -297,6 +299,8 @@ class Arguments:
             attrs["v8.tensor"] = StringAttr(tensor)
         for step, amount in steps:
             attrs[f"v8.{step}"] = FloatAttr(amount, Float32Type())
+        if token_axis is not None:  # this axis has one entry per token of the call
+            attrs[TOKEN_AXIS_ATTR] = IntegerAttr(token_axis, i64)
         self.attrs.append(DictionaryAttr(attrs))
         self.by_key[key] = arg
         return arg
@@ -328,9 +332,11 @@ class FunctionBuilder:
         value_type: Attribute,
         tensor: str | None = None,
         transforms: Mapping[str, float] | None = None,
+        token_axis: int | None = None,
     ) -> SSAValue:
         assert self.current is not None
-        return self.args.get(name, value_type, self.location(self.current), tensor, transforms)
+        return self.args.get(name, value_type, self.location(self.current), tensor, transforms,
+                             token_axis)
 
     # -- manifest access ---------------------------------------------------------------
 
@@ -597,7 +603,8 @@ class FunctionBuilder:
         rotary = self.integer(op.dims, op)
         sections = self.sections(op)
         streams = (len(sections),) if sections else ()
-        positions = self.arg("positions", tensor_of((*streams, self.tokens), i32))
+        positions = self.arg("positions", tensor_of((*streams, self.tokens), i32),
+                             token_axis=len(streams))
         props = self.properties(op, layer)
         props["freq_base"] = FloatAttr(float(self.number(op.freq_base, op)), Float32Type())
         props["n_dims"] = IntegerAttr(rotary, 64)
@@ -848,11 +855,11 @@ class FunctionBuilder:
         values: dict[str, SSAValue] = {}
         self.current = next(self.circuit.all_ops())
         if self.circuit.input == "tokens":
-            values["tokens"] = self.arg("tokens", tensor_of((self.tokens,), i32))
+            values["tokens"] = self.arg("tokens", tensor_of((self.tokens,), i32), token_axis=0)
         else:
             width = self.integer_field("embedding_length")
             values["hidden"] = self.arg(
-                "embeddings", tensor_of((self.tokens, width), Float32Type())
+                "embeddings", tensor_of((self.tokens, width), Float32Type()), token_axis=0
             )
         for op in self.circuit.prologue:
             self.emit(op, values, None)
@@ -867,12 +874,17 @@ class FunctionBuilder:
         result = values[self.circuit.result]
         self.block.add_op(ReturnOp(result))
         arg_types = [a.type for a in self.block.args]
-        return FuncOp(
+        fn = FuncOp(
             name,
             (arg_types, [result.type]),
             Region(self.block),
             arg_attrs=ArrayAttr(self.args.attrs),
         )
+        if self.circuit.kind == "decoder" and self.phase == "prefill":
+            # a decoder's prefill takes any token count up to the built one at run time (the
+            # kernels see the count; buffers are sized for the maximum)
+            fn.attributes[MAX_TOKENS_ATTR] = IntegerAttr(self.tokens, i64)
+        return fn
 
     def block_count(self) -> int:
         """The layer count, within llama.cpp's own limit: each layer is emitted as ops, so an
@@ -1016,7 +1028,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--circuit", required=True, help="a family name (circuits/<name>.json) or a path"
     )
-    parser.add_argument("--prefill-tokens", type=int, default=DEFAULT_PREFILL_TOKENS)
+    parser.add_argument("--prefill-tokens", type=int, default=DEFAULT_PREFILL_TOKENS,
+                        help="most tokens per prefill call (a decoder's count is a run-time "
+                             "argument up to this)")
     parser.add_argument(
         "--kv-capacity",
         type=int,

@@ -165,8 +165,12 @@ class ModelSession:
         return next(iter(self.programs.values())).program
 
     def built(self, prefill_tokens: int) -> BuiltProgram:
-        if prefill_tokens not in self.programs:
-            self.programs[prefill_tokens] = build_program(self.source, prefill_tokens)
+        """A program whose prefill takes `prefill_tokens` tokens: the smallest one built for at
+        least that many (the count is a run-time argument), else a new one for exactly that."""
+        fitting = [n for n in self.programs if n >= prefill_tokens]
+        if fitting:
+            return self.programs[min(fitting)]
+        self.programs[prefill_tokens] = build_program(self.source, prefill_tokens)
         return self.programs[prefill_tokens]
 
     def resolution(self, phase: str, node: str) -> tuple[str, str]:
@@ -203,8 +207,9 @@ class ModelSession:
 
     def run(self, phase: str, tokens: Sequence[int] | np.ndarray[Any, Any], workers: int,
             positions: np.ndarray[Any, Any] | None = None) -> PhaseResult:
-        """One call: `prefill` with any number of tokens (its program is built for that
-        length on first use), `decode` with one."""
+        """One call: `prefill` with any number of tokens (a program built for at least that
+        many; one token runs the decode phase, which is llama.cpp's graph for a one-token
+        batch), `decode` with one."""
         toks = np.asarray(tokens, np.int32).reshape(-1)
         if len(toks) == 0:
             raise SessionError(f"{phase} needs at least one token")
@@ -214,6 +219,8 @@ class ModelSession:
         if self.n_past + len(toks) > capacity:
             raise SessionError(f"{self.n_past} cached + {len(toks)} new positions exceed the KV "
                                f"capacity of {capacity}")
+        if phase == "prefill" and len(toks) == 1 and "decode" in self.program.phases:
+            phase = "decode"
         built = self.built(len(toks)) if phase == "prefill" else next(iter(self.programs.values()))
         pos = self.positions(built.program, phase, len(toks)) if positions is None else positions
         outputs = built.program.run(phase, n_past=self.n_past, workers=workers, tokens=toks,

@@ -33,6 +33,7 @@ from v8dialect.ir_types import array_items
 from v8dialect.ledger import read_ledger
 from v8dialect.lowered import KernelOp
 from v8dialect.ops import GraphOp, dtype_name
+from v8dialect.token_count import max_tokens, token_axes
 
 NUMPY_DTYPES: Mapping[str, Any] = {"f32": np.float32, "f16": np.uint16, "bf16": np.uint16,
                                    "i32": np.int32, "q4_k": np.uint8, "q5_k": np.uint8, "q6_k": np.uint8,
@@ -87,9 +88,19 @@ class Buffer:
     name: str
     dtype: str
     shape: tuple[int, ...]
+    token_axis: int | None = None  # one entry per token, when the phase's count is a runtime value
 
-    def nbytes_expected(self) -> int:
-        count = int(np.prod(self.shape)) if self.shape else 1
+    def shape_for(self, n_tokens: int | None) -> tuple[int, ...]:
+        """The shape of a call with `n_tokens` tokens (the built shape without a count)."""
+        if n_tokens is None or self.token_axis is None:
+            return self.shape
+        shape = list(self.shape)
+        shape[self.token_axis] = n_tokens
+        return tuple(shape)
+
+    def nbytes_expected(self, n_tokens: int | None = None) -> int:
+        shape = self.shape_for(n_tokens)
+        count = int(np.prod(shape)) if shape else 1
         if self.dtype in BLOCK_BYTES:
             return count // BLOCK_ELEMENTS[self.dtype] * BLOCK_BYTES[self.dtype]
         return count * np.dtype(NUMPY_DTYPES[self.dtype]).itemsize
@@ -100,13 +111,31 @@ class PhaseSignature:
     name: str
     inputs: tuple[Buffer, ...]
     outputs: tuple[Buffer, ...]
+    max_tokens: int | None = None  # the token count is a run-time argument up to this
 
     def cdef(self) -> str:
         pointers = ", ".join(["void *"] * (len(self.inputs) + len(self.outputs)))
+        count = ", int64_t n_tokens" if self.max_tokens else ""
         return (f"size_t {self.name}_arena_bytes(void);\n"
                 f"size_t {self.name}_scratch_bytes(v8_threadpool *pool);\n"
-                f"v8_status {self.name}(v8_threadpool *pool, int64_t n_past, void *arena, void *scratch, "
-                f"size_t scratch_bytes, {pointers});\n")
+                f"v8_status {self.name}(v8_threadpool *pool, int64_t n_past{count}, void *arena, "
+                f"void *scratch, size_t scratch_bytes, {pointers});\n")
+
+    def token_count(self, inputs: Mapping[str, np.ndarray[Any, Any]]) -> int | None:
+        """The call's token count, read off its token-indexed inputs (all must agree)."""
+        if self.max_tokens is None:
+            return None
+        counts = {inputs[b.name].shape[b.token_axis] for b in self.inputs
+                  if b.token_axis is not None and b.name in inputs
+                  and inputs[b.name].ndim == len(b.shape)}
+        if len(counts) != 1:
+            raise ValueError(f"{self.name}: the token-indexed inputs disagree on the token count "
+                             f"({sorted(counts) or 'none given'})")
+        (count,) = counts
+        if not 1 <= count <= self.max_tokens:
+            raise ValueError(f"{self.name}: {count} tokens; this program takes 1 to "
+                             f"{self.max_tokens} per call")
+        return int(count)
 
 
 def signature(fn: func.FuncOp) -> PhaseSignature:
@@ -115,6 +144,8 @@ def signature(fn: func.FuncOp) -> PhaseSignature:
     n_out = outputs_attr.value.data
     buffers: list[Buffer] = []
     used: set[str] = set()
+    limit = max_tokens(fn)
+    axes = token_axes(fn)
     for i, arg in enumerate(fn.body.block.args):
         assert isinstance(arg.type, MemRefType)
         dtype = dtype_name(arg.type.get_element_type())  # pyright: ignore
@@ -125,9 +156,11 @@ def signature(fn: func.FuncOp) -> PhaseSignature:
         while name in used:
             name += "_"
         used.add(name)
-        buffers.append(Buffer(name, dtype, shape))
+        # declared per input; every result of such a phase is an activation [tokens, ...]
+        axis = (axes[i] if i < len(axes) else 0) if limit is not None else None
+        buffers.append(Buffer(name, dtype, shape, axis))
     split = len(buffers) - n_out
-    return PhaseSignature(fn.sym_name.data, tuple(buffers[:split]), tuple(buffers[split:]))
+    return PhaseSignature(fn.sym_name.data, tuple(buffers[:split]), tuple(buffers[split:]), limit)
 
 
 Bytes = np.ndarray[Any, np.dtype[np.uint8]]
@@ -191,15 +224,21 @@ class Program:
             raise ValueError(f"no phase '{phase}' (phases: {', '.join(self.phases)})")
         ffi, lib = self.extension.ffi, self.extension.lib
         pool = self.pool(workers)
-        args = [self._input(ffi, buf, inputs) for buf in sig.inputs]
         unknown = sorted(set(inputs) - {b.name for b in sig.inputs})
         if unknown:
             raise ValueError(f"{phase}: unknown inputs {unknown}")
-        outputs = [np.zeros(b.shape, dtype=NUMPY_DTYPES[b.dtype]) for b in sig.outputs]
+        missing = [b for b in sig.inputs if b.name not in inputs]
+        if missing:
+            raise ValueError(f"missing input '{missing[0].name}' ({missing[0].dtype}"
+                             f"{list(missing[0].shape)})")
+        n_tokens = sig.token_count(inputs)
+        args = [self._input(ffi, buf, inputs, n_tokens) for buf in sig.inputs]
+        outputs = [np.zeros(b.shape_for(n_tokens), dtype=NUMPY_DTYPES[b.dtype]) for b in sig.outputs]
+        counts = (n_past,) if n_tokens is None else (n_past, n_tokens)
         arena = self._workspace.get((phase, "arena"), getattr(lib, f"{phase}_arena_bytes")())
         scratch_bytes = getattr(lib, f"{phase}_scratch_bytes")(pool)
         scratch = self._workspace.get((phase, "scratch"), scratch_bytes)
-        status = getattr(lib, phase)(pool, n_past, ffi.from_buffer(arena), ffi.from_buffer(scratch),
+        status = getattr(lib, phase)(pool, *counts, ffi.from_buffer(arena), ffi.from_buffer(scratch),
                                      scratch_bytes, *args, *(ffi.from_buffer(o) for o in outputs))
         if status != 0:
             name = ffi.string(lib.v8_status_name(status)).decode()
@@ -207,13 +246,13 @@ class Program:
         return outputs
 
     @staticmethod
-    def _input(ffi: Any, buf: Buffer, inputs: Mapping[str, np.ndarray[Any, Any]]) -> Any:
-        if buf.name not in inputs:
-            raise ValueError(f"missing input '{buf.name}' ({buf.dtype}{list(buf.shape)})")
+    def _input(ffi: Any, buf: Buffer, inputs: Mapping[str, np.ndarray[Any, Any]],
+               n_tokens: int | None) -> Any:
         array = np.ascontiguousarray(inputs[buf.name])
-        if array.nbytes != buf.nbytes_expected():
+        expected = buf.nbytes_expected(n_tokens)
+        if array.nbytes != expected:
             raise ValueError(f"input '{buf.name}' has {array.nbytes} bytes, expected "
-                             f"{buf.nbytes_expected()} ({buf.dtype}{list(buf.shape)})")
+                             f"{expected} ({buf.dtype}{list(buf.shape_for(n_tokens))})")
         return ffi.from_buffer(array)
 
 

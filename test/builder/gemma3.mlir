@@ -6,7 +6,7 @@
 // RUN: v8-build %t.gguf --circuit gemma3 | v8-opt --resolve-contracts | filecheck %s
 
 // CHECK: kv_capacity = 4096 : i64
-// CHECK-LABEL: func.func @prefill(%tokens: tensor<16xi32>, %token_embd.weight: tensor<512x256xf32> {v8.tensor = "token_embd.weight", v8.weight_scale = 1.600000e+01 : f32}
+// CHECK-LABEL: func.func @prefill(%tokens: tensor<16xi32> {v8.token_axis = 0 : i64}, %token_embd.weight: tensor<512x256xf32> {v8.tensor = "token_embd.weight", v8.weight_scale = 1.600000e+01 : f32}
 // CHECK: v8.rope "blk.0.rope_q" prefill {{.*}} base 1.000000e+04
 // CHECK: v8.scale "blk.0.q_scale" prefill %q_rot by 1.250000e-01
 // CHECK: v8.attention "blk.0.attn" prefill causal window 512 %q_scaled, {{.*}} scale 1.000000e+00

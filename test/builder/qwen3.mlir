@@ -10,7 +10,8 @@
 
 // CHECK: builtin.module attributes {v8.circuit = "circuits/qwen3.json", v8.manifest = {source = "{{.*}}.gguf", architecture = "qwen3", kv_capacity = 4096 : i64, block_count = 2 : i64
 // CHECK-SAME: kv_cache_dtype = "f16"
-// CHECK-LABEL: func.func @prefill(%tokens: tensor<16xi32> loc("circuits/qwen3.json":76:5), %token_embd.weight: tensor<512x256xf32> {v8.tensor = "token_embd.weight"} loc("circuits/qwen3.json":76:5)
+// CHECK-LABEL: func.func @prefill(%tokens: tensor<16xi32> {v8.token_axis = 0 : i64} loc("circuits/qwen3.json":76:5), %token_embd.weight: tensor<512x256xf32> {v8.tensor = "token_embd.weight"} loc("circuits/qwen3.json":76:5)
+// CHECK-SAME: attributes {v8.max_tokens = 16 : i64}
 // CHECK: v8.embedding "token_embd" prefill %tokens, %token_embd.weight contract #v8.op_contract<"embedding_fp32_row_copy"
 // CHECK: v8.linear "blk.0.attn_q" prefill %h, %blk.0.attn_q.weight contract #v8.linear_contract<"q4_k_x_q8_k_fp32_repacked_4_row_groups"
 // CHECK-SAME: execution #v8.exec_requirement<runtime = threadpool, partition = independent_rows> requirement #v8.requirement<"circuits/qwen3.json", status = {{[a-z]+}}> : (tensor<16x256xf32>, tensor<256x256x!v8.q4_k>) -> tensor<16x256xf32> loc("circuits/qwen3.json":80:5)

@@ -149,6 +149,19 @@ def test_sliding_window_long_prompt_and_split_kv_decode(models: dict[str, Path],
           "sliding window 200, prompt 300 + 220 decode steps (KV past 512)")
 
 
+def test_one_token_micro_batch_after_512_positions(models: dict[str, Path], tmp_path: Path,
+                                                   evidence: Callable[..., Any]) -> None:
+    """513 tokens in micro-batches of 256: 256 + 256 + 1.  One prefill program runs both long
+    chunks (its token count is a run-time argument); the last token, at 512 cached positions,
+    is a one-token batch, which llama.cpp runs as it runs decode (split-KV attention at 2
+    threads): v8 runs its decode phase there."""
+    oracle_or_unresolved(evidence, "qwen3")
+    rc, doc, out = parity(models["qwen3"], "qwen3", tmp_path, "--prompt-len", "513",
+                          "--ubatch", "256", "--decode", "2", "--threads", "1,2",
+                          "--repack", "on", "--kv-capacity", "1024")
+    check(evidence, "qwen3", rc, doc, out, "prompt 513 in micro-batches of 256 (256 + 256 + 1)")
+
+
 def test_mrope_four_position_streams(models: dict[str, Path], tmp_path: Path,
                                      evidence: Callable[..., Any]) -> None:
     """Qwen3-VL with four distinct position streams: llama.cpp is fed the embedding rows
