@@ -9,12 +9,16 @@ status is checked by the caller.
 from __future__ import annotations
 
 import ctypes
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/runtime_c: shared support
+from cffi_module import ProviderModule  # noqa: E402
 
 from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
 
@@ -125,32 +129,12 @@ def quant_lib() -> ModuleType:
                         runtime_sources=RUNTIME_CORE_SOURCES + QUANT_SOURCES))
 
 
-class QL:
+class QL(ProviderModule):
     """Thin typed wrapper over the compiled module (numpy in, numpy out)."""
 
     def __init__(self) -> None:
-        self.mod = quant_lib()
-        self.ffi: Any = self.mod.ffi
-        self.lib: Any = self.mod.lib
-        self._pools: dict[int, Any] = {}
+        super().__init__(quant_lib())
 
-    def ptr(self, a: np.ndarray | None, ctype: str) -> Any:
-        if a is None:
-            return self.ffi.NULL
-        assert a.flags.c_contiguous
-        return self.ffi.cast(ctype, a.ctypes.data)
-
-    def pool(self, workers: int) -> Any:
-        if workers not in self._pools:
-            p = self.lib.v8_threadpool_create(workers)
-            assert p != self.ffi.NULL
-            self._pools[workers] = p
-        return self._pools[workers]
-
-    def close(self) -> None:
-        for p in self._pools.values():
-            self.lib.v8_threadpool_destroy(p)
-        self._pools.clear()
 
     # -- quantizers -----------------------------------------------------
     def quantize(self, fmt: str, x: np.ndarray) -> np.ndarray:

@@ -4,9 +4,14 @@ returned to the caller)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/runtime_c: shared support
+from cffi_module import ProviderModule  # noqa: E402
 from qr_support import ALL_FEATURES, AVX2_ONLY, NO_VNNI, V8_CPU_AVX512VNNI
 
 from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
@@ -45,34 +50,15 @@ v8_status v8_quantize_q4_0_ref(const float *x, void *y, int64_t rows, int64_t k)
 """
 
 
-class QR0:
+class QR0(ProviderModule):
     """Thin typed wrapper over the compiled provider."""
 
     def __init__(self) -> None:
         mod = build(CBuild(name="v8_quant_repacked_q4_0", cdef=RUNTIME_CORE_CDEF + CDEF,
                            source='#include "quant_repacked/v8_quant_repacked_q4_0.h"\n',
                            runtime_sources=RUNTIME_CORE_SOURCES + SOURCES + PLAIN_SOURCES))
-        self.ffi: Any = mod.ffi
-        self.lib: Any = mod.lib
-        self._pools: dict[int, Any] = {}
+        super().__init__(mod)
 
-    def ptr(self, a: np.ndarray | None, ctype: str) -> Any:
-        if a is None:
-            return self.ffi.NULL
-        assert a.flags.c_contiguous
-        return self.ffi.cast(ctype, a.ctypes.data)
-
-    def pool(self, workers: int) -> Any:
-        if workers not in self._pools:
-            p = self.lib.v8_threadpool_create(workers)
-            assert p != self.ffi.NULL
-            self._pools[workers] = p
-        return self._pools[workers]
-
-    def close(self) -> None:
-        for p in self._pools.values():
-            self.lib.v8_threadpool_destroy(p)
-        self._pools.clear()
 
     def run(self, shape: str, variant: str, w: np.ndarray, x: np.ndarray, *, workers: int = 0,
             bias: np.ndarray | None = None, contract: int | None = None,

@@ -4,9 +4,14 @@ runtime_c/quant_repacked provider through cffi and wraps its entry points
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/runtime_c: shared support
+from cffi_module import ProviderModule  # noqa: E402
 
 from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
 
@@ -48,34 +53,15 @@ v8_status v8_q4_k_repacked_gemm_parallel_dispatch(v8_threadpool *pool, {_GEMM});
 """
 
 
-class QR:
+class QR(ProviderModule):
     """Thin typed wrapper over the compiled provider."""
 
     def __init__(self) -> None:
         mod = build(CBuild(name="v8_quant_repacked", cdef=RUNTIME_CORE_CDEF + CDEF,
                            source='#include "quant_repacked/v8_quant_repacked.h"\n',
                            runtime_sources=RUNTIME_CORE_SOURCES + SOURCES))
-        self.ffi: Any = mod.ffi
-        self.lib: Any = mod.lib
-        self._pools: dict[int, Any] = {}
+        super().__init__(mod)
 
-    def ptr(self, a: np.ndarray | None, ctype: str) -> Any:
-        if a is None:
-            return self.ffi.NULL
-        assert a.flags.c_contiguous
-        return self.ffi.cast(ctype, a.ctypes.data)
-
-    def pool(self, workers: int) -> Any:
-        if workers not in self._pools:
-            p = self.lib.v8_threadpool_create(workers)
-            assert p != self.ffi.NULL
-            self._pools[workers] = p
-        return self._pools[workers]
-
-    def close(self) -> None:
-        for p in self._pools.values():
-            self.lib.v8_threadpool_destroy(p)
-        self._pools.clear()
 
     def run(self, shape: str, variant: str, w: np.ndarray, x: np.ndarray, *, workers: int = 0,
             bias: np.ndarray | None = None, contract: int | None = None,
