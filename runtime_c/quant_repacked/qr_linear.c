@@ -30,18 +30,6 @@ typedef struct {
     int64_t n_row_tiles, n_tok_tiles;
 } qr_job;
 
-/* One super-block of up to QR_ROWS weight rows, decoded and transposed so one
- * vector load gives a 4-code group for consecutive rows: unsigned codes
- * [4-element group kg][row][4], integer scales and mins [group][row], the
- * widened fp16 d and dmin per row.  Rows past the tile are zero. */
-typedef struct {
-    uint8_t q[V8_QK_K / 4][QR_ROWS][4];
-    int32_t sc[8][QR_ROWS];
-    int32_t mn[8][QR_ROWS];
-    float d[QR_ROWS];
-    float dmin[QR_ROWS];
-} qr_wtile;
-
 /* ---- weight decoding ------------------------------------------------------ */
 
 static void qr_scales_mins(const uint8_t s[12], int32_t sc[8], int32_t mn[8]) {
@@ -61,27 +49,6 @@ static void qr_codes(const v8_block_q4_k *blk, uint8_t q[V8_QK_K]) {
             q[64 * c + l] = blk->qs[32 * c + l] & 15;
             q[64 * c + 32 + l] = blk->qs[32 * c + l] >> 4;
         }
-    }
-}
-
-static void qr_decode_tile(const qr_job *j, int64_t r0, int nrows, int64_t b, qr_wtile *t) {
-    memset(t, 0, sizeof(*t));
-    for (int r = 0; r < nrows; ++r) {
-        const v8_block_q4_k *blk =
-            (const v8_block_q4_k *)(j->w + (size_t)(r0 + r) * j->row_bytes) + b;
-        uint8_t q[V8_QK_K];
-        int32_t sc[8], mn[8];
-        qr_codes(blk, q);
-        for (int kg = 0; kg < V8_QK_K / 4; ++kg) {
-            memcpy(t->q[kg][r], &q[4 * kg], 4);
-        }
-        qr_scales_mins(blk->scales, sc, mn);
-        for (int g = 0; g < 8; ++g) {
-            t->sc[g][r] = sc[g];
-            t->mn[g][r] = mn[g];
-        }
-        t->d[r] = v8_f16_to_f32(blk->d);
-        t->dmin[r] = v8_f16_to_f32(blk->dmin);
     }
 }
 
@@ -145,77 +112,88 @@ static void qr_tile_scalar(const qr_job *j, int64_t r0, int64_t r1, int64_t t0, 
 
 /* ---- ISA variants ------------------------------------------------------------ */
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
-#define QR_FN(name) name##_avx512vnni
-#define QR_LANES 16
-#define QR_VI __m512i
-#define QR_VF __m512
-#define QR_ZERO_I() _mm512_setzero_si512()
-#define QR_SET1_I(v) _mm512_set1_epi32(v)
-#define QR_LOADU_I(p) _mm512_loadu_si512((const void *)(p))
-#define QR_ADD_I(a, b) _mm512_add_epi32(a, b)
-#define QR_MULLO(a, b) _mm512_mullo_epi32(a, b)
-#define QR_DOT4(acc, w, a) _mm512_dpbusd_epi32(acc, w, a)
-#define QR_CVT(a) _mm512_cvtepi32_ps(a)
-#define QR_SET1_F(v) _mm512_set1_ps(v)
-#define QR_LOADU_F(p) _mm512_loadu_ps(p)
-#define QR_STOREU_F(p, v) _mm512_storeu_ps(p, v)
-#define QR_MUL_F(a, b) _mm512_mul_ps(a, b)
-#define QR_SUB_F(a, b) _mm512_sub_ps(a, b)
-#define QR_FMADD(a, b, c) _mm512_fmadd_ps(a, b, c)
-#include "quant_repacked/qr_kernels.inc"
-#undef QR_FN
-#undef QR_DOT4
-#pragma GCC pop_options
+/* The SIMD mapping: one 64-element chunk c of a super-block is 32 code bytes
+ * (low nibbles: group 2c, high nibbles: group 2c+1) against 64 activation
+ * bytes.  maddubs pairs u8 codes with s8 activations (|pair| <= 2*15*128,
+ * exact in int16), madd multiplies the pairs by the group's 6-bit scale
+ * into int32 (exact). */
 
-/* AVX-512 without VNNI: the four-byte dot as maddubs (u8 x s8 pairs, exact:
- * |pair| <= 2*15*128 < 2^15) then madd with ones; same integers as dpbusd. */
+/* byte pair (2i, 2i+1) in every 16-bit lane: selects int16 lane i */
+#define QR_PAIR(i) ((short)(((2 * (i) + 1) << 8) | (2 * (i))))
+
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 #define QR_FN(name) name##_avx512
-#define QR_DOT4(acc, w, a) \
-    _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w, a), _mm512_set1_epi16(1)))
+#define QR_VI __m512i
+#define QR_CODES __m512i
+#define QR_SCALES __m512i
+#define QR_ADD_I(a, b) _mm512_add_epi32(a, b)
+#define QR_HSUM(v) _mm512_reduce_add_epi32(v)
+
+static inline __m512i qr_chunk_codes_avx512(const uint8_t *qs) {
+    const __m256i raw = _mm256_loadu_si256((const __m256i *)(const void *)qs);
+    const __m512i both =
+        _mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1);
+    return _mm512_and_si512(both, _mm512_set1_epi8(15));
+}
+
+static inline __m512i qr_chunk_scales_avx512(__m128i scmn, int c) {
+    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scmn));
+    const __m512i pick = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(QR_PAIR(2 * c)),
+                                                 _mm512_set1_epi16(QR_PAIR(2 * c + 1)));
+    return _mm512_shuffle_epi8(sc16, pick);
+}
+
+static inline __m512i qr_chunk_dot_avx512(__m512i codes, const int8_t *a, __m512i scale) {
+    const __m512i p = _mm512_maddubs_epi16(codes, _mm512_loadu_si512((const void *)a));
+    return _mm512_madd_epi16(p, scale);
+}
+
+
 #include "quant_repacked/qr_kernels.inc"
 #undef QR_FN
-#undef QR_DOT4
-#undef QR_LANES
 #undef QR_VI
-#undef QR_VF
-#undef QR_ZERO_I
-#undef QR_SET1_I
-#undef QR_LOADU_I
+#undef QR_CODES
+#undef QR_SCALES
 #undef QR_ADD_I
-#undef QR_MULLO
-#undef QR_CVT
-#undef QR_SET1_F
-#undef QR_LOADU_F
-#undef QR_STOREU_F
-#undef QR_MUL_F
-#undef QR_SUB_F
-#undef QR_FMADD
+#undef QR_HSUM
 #pragma GCC pop_options
+
+typedef struct {
+    __m256i lo, hi;
+} qr_pair256;
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 #define QR_FN(name) name##_avx2
-#define QR_LANES 8
 #define QR_VI __m256i
-#define QR_VF __m256
-#define QR_ZERO_I() _mm256_setzero_si256()
-#define QR_SET1_I(v) _mm256_set1_epi32(v)
-#define QR_LOADU_I(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+#define QR_CODES qr_pair256
+#define QR_SCALES qr_pair256
 #define QR_ADD_I(a, b) _mm256_add_epi32(a, b)
-#define QR_MULLO(a, b) _mm256_mullo_epi32(a, b)
-#define QR_DOT4(acc, w, a) \
-    _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)))
-#define QR_CVT(a) _mm256_cvtepi32_ps(a)
-#define QR_SET1_F(v) _mm256_set1_ps(v)
-#define QR_LOADU_F(p) _mm256_loadu_ps(p)
-#define QR_STOREU_F(p, v) _mm256_storeu_ps(p, v)
-#define QR_MUL_F(a, b) _mm256_mul_ps(a, b)
-#define QR_SUB_F(a, b) _mm256_sub_ps(a, b)
-#define QR_FMADD(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define QR_HSUM(v) QR_FN(qr_hsum8)(v)
+
+static inline qr_pair256 qr_chunk_codes_avx2(const uint8_t *qs) {
+    const __m256i raw = _mm256_loadu_si256((const __m256i *)(const void *)qs);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    qr_pair256 c = {_mm256_and_si256(raw, m4), _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4)};
+    return c;
+}
+
+static inline qr_pair256 qr_chunk_scales_avx2(__m128i scmn, int c) {
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
+    qr_pair256 s = {_mm256_shuffle_epi8(sc16, _mm256_set1_epi16(QR_PAIR(2 * c))),
+                    _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(QR_PAIR(2 * c + 1)))};
+    return s;
+}
+
+static inline __m256i qr_chunk_dot_avx2(qr_pair256 codes, const int8_t *a, qr_pair256 scale) {
+    const __m256i lo = _mm256_maddubs_epi16(codes.lo, _mm256_loadu_si256((const __m256i *)(const void *)a));
+    const __m256i hi =
+        _mm256_maddubs_epi16(codes.hi, _mm256_loadu_si256((const __m256i *)(const void *)(a + 32)));
+    return _mm256_add_epi32(_mm256_madd_epi16(lo, scale.lo), _mm256_madd_epi16(hi, scale.hi));
+}
+
+
 #include "quant_repacked/qr_kernels.inc"
 #pragma GCC pop_options
 
@@ -227,7 +205,7 @@ static qr_tile_fn qr_tile_for(int use_ref) {
     }
     switch (v8_cpu_best_isa()) {
     case V8_ISA_AVX512:
-        return (v8_cpu_features() & V8_CPU_AVX512VNNI) ? qr_tile_avx512vnni : qr_tile_avx512;
+        return qr_tile_avx512;
     case V8_ISA_AVX2:
         return qr_tile_avx2;
     default:
