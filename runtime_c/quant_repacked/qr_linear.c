@@ -17,6 +17,7 @@
 #define QR_ROWS 16      /* weight rows per tile (AVX-512: one vector; AVX2: two) */
 #define QR_TOKS 16      /* tokens per tile */
 #define QR_QUANT_ROWS 16 /* activation rows per quantization task */
+#define QR_PF_BLOCKS 16  /* super-blocks the GEMV prefetches ahead */
 
 typedef struct {
     float *y;
@@ -129,12 +130,13 @@ static void qr_tile_scalar(const qr_job *j, int64_t r0, int64_t r1, int64_t t0, 
 #define QR_SCALES __m512i
 #define QR_ADD_I(a, b) _mm512_add_epi32(a, b)
 #define QR_HSUM(v) _mm512_reduce_add_epi32(v)
+#define QR_ZERO_I() _mm512_setzero_si512()
+#define QR_TO256(v) _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1))
 
 static inline __m512i qr_chunk_codes_avx512(const uint8_t *qs) {
-    const __m256i raw = _mm256_loadu_si256((const __m256i *)(const void *)qs);
-    const __m512i both =
-        _mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1);
-    return _mm512_and_si512(both, _mm512_set1_epi8(15));
+    const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)qs));
+    const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(raw, shift), _mm512_set1_epi8(15));
 }
 
 static inline __m512i qr_chunk_scales_avx512(__m128i scmn, int c) {
@@ -157,6 +159,8 @@ static inline __m512i qr_chunk_dot_avx512(__m512i codes, const int8_t *a, __m512
 #undef QR_SCALES
 #undef QR_ADD_I
 #undef QR_HSUM
+#undef QR_ZERO_I
+#undef QR_TO256
 #pragma GCC pop_options
 
 typedef struct {
@@ -171,6 +175,8 @@ typedef struct {
 #define QR_SCALES qr_pair256
 #define QR_ADD_I(a, b) _mm256_add_epi32(a, b)
 #define QR_HSUM(v) QR_FN(qr_hsum8)(v)
+#define QR_ZERO_I() _mm256_setzero_si256()
+#define QR_TO256(v) (v)
 
 static inline qr_pair256 qr_chunk_codes_avx2(const uint8_t *qs) {
     const __m256i raw = _mm256_loadu_si256((const __m256i *)(const void *)qs);
