@@ -148,6 +148,46 @@ static void rope_oracle(const rope_args *a) {
 
 /* ---- production: angles once per token, applied to every head ------------- */
 
+/* Pairs rotated per batch of precomputed angles (any n_rot: the batches follow
+ * one another with the angle iteration carried across). */
+#define ROPE_PAIRS 64
+
+/* Pairs [i0, i0 + np) of every head of one token.  The fused rotation on a CPU
+ * with FMA runs in a function compiled for it, so fmaf is one instruction
+ * instead of a library call (fmaf is exactly rounded either way). */
+__attribute__((target("fma"))) static void rotate_heads_fma(const rope_args *a, float *y,
+                                                              const float *x, int64_t i0,
+                                                              int64_t np, const float *c,
+                                                              const float *s) {
+    for (int64_t h = 0; h < a->n_head; ++h) {
+        float *yh = y + h * a->head_dim;
+        const float *xh = x + h * a->head_dim;
+        for (int64_t i = 0; i < np; ++i) {
+            int64_t ia, ib;
+            pair_offsets(a->neox, a->n_rot, i0 + i, &ia, &ib);
+            const float x0 = xh[ia], x1 = xh[ib];
+            const float x1s = x1 * s[i], x1c = x1 * c[i];
+            yh[ia] = __builtin_fmaf(x0, c[i], -x1s);
+            yh[ib] = __builtin_fmaf(x0, s[i], x1c);
+        }
+    }
+}
+
+static void rotate_heads(const rope_args *a, float *y, const float *x, int64_t i0, int64_t np,
+                         const float *c, const float *s) {
+    if (a->fused && (v8_cpu_features() & V8_CPU_FMA)) {
+        rotate_heads_fma(a, y, x, i0, np, c, s);
+        return;
+    }
+    for (int64_t h = 0; h < a->n_head; ++h) {
+        for (int64_t i = 0; i < np; ++i) {
+            int64_t ia, ib;
+            pair_offsets(a->neox, a->n_rot, i0 + i, &ia, &ib);
+            rotate_pair(a, y + h * a->head_dim, x + h * a->head_dim, ia, ib, c[i], s[i]);
+        }
+    }
+}
+
 static void rope_tokens(const rope_args *a, int64_t t0, int64_t t1) {
     const int64_t hd = a->head_dim;
     const int64_t row_stride = a->n_head * hd;
@@ -162,18 +202,19 @@ static void rope_tokens(const rope_args *a, int64_t t0, int64_t t1) {
         } else {
             theta[0] = theta[1] = theta[2] = theta[3] = (float)a->pos[t];
         }
-        for (int64_t i = 0; i < a->n_rot / 2; ++i) {
-            const int stream = stream_of(a, i);
-            const float c = cosf(theta[stream]);
-            const float s = sinf(theta[stream]);
-            int64_t ia, ib;
-            pair_offsets(a->neox, a->n_rot, i, &ia, &ib);
-            for (int64_t h = 0; h < a->n_head; ++h) {
-                rotate_pair(a, y + h * hd, x + h * hd, ia, ib, c, s);
+        for (int64_t i0 = 0; i0 < a->n_rot / 2; i0 += ROPE_PAIRS) {
+            const int64_t left = a->n_rot / 2 - i0;
+            const int64_t np = left < ROPE_PAIRS ? left : ROPE_PAIRS;
+            float c[ROPE_PAIRS], s[ROPE_PAIRS];
+            for (int64_t i = 0; i < np; ++i) {
+                const int stream = stream_of(a, i0 + i);
+                c[i] = cosf(theta[stream]);
+                s[i] = sinf(theta[stream]);
+                for (int k = 0; k < 4; ++k) {
+                    theta[k] *= a->theta_scale;
+                }
             }
-            for (int k = 0; k < 4; ++k) {
-                theta[k] *= a->theta_scale;
-            }
+            rotate_heads(a, y, x, i0, np, c, s);
         }
         if (a->n_rot < hd) {
             for (int64_t h = 0; h < a->n_head; ++h) {

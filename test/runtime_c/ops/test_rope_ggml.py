@@ -104,8 +104,15 @@ def test_rope_fused_production_and_threadpool(ops: ModuleType, pools: dict[int, 
             continue
         x, pos = inputs(rng, t, h, d, sections)
         ref = run(ops, mode, SELECTORS[mode], "_ref", x, pos, n_rot, base, sections)
-        if differ(run(ops, mode, SELECTORS[mode], "", x, pos, n_rot, base, sections), ref):
-            bad.append(f"production {t}x{h}x{d}")
+        # the full CPU takes the FMA-compiled rotation, mask 0 the library fmaf
+        for mask in (0xFFFFFFFF, 0):
+            ops.lib.v8_cpu_restrict(mask)
+            try:
+                got = run(ops, mode, SELECTORS[mode], "", x, pos, n_rot, base, sections)
+            finally:
+                ops.lib.v8_cpu_restrict(0xFFFFFFFF)
+            if differ(got, ref):
+                bad.append(f"production cpu mask {mask:#x} {t}x{h}x{d}")
         for workers, pool in pools.items():
             got = run(ops, mode, SELECTORS[mode], "_parallel_dispatch", x, pos, n_rot, base, sections, pool)
             if differ(got, ref):
