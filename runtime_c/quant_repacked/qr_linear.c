@@ -153,6 +153,154 @@ static inline __m512i qr_chunk_dot_avx512(__m512i codes, const int8_t *a, __m512
 
 
 #include "quant_repacked/qr_kernels.inc"
+
+/* ---- AVX-512 GEMM tile: a vector lane is one weight row --------------------
+ *
+ * Sixteen rows of one super-block are decoded once per token tile (codes and
+ * scale vectors per row, mins, d and dmin per lane) and every token's chunk
+ * dots are reduced across rows by a transposing add network, so the fp32
+ * steps run on 16 rows at once with the same roundings as the scalar ones:
+ * lane r of the vectors below is row r0 + r. */
+
+/* (sum a, sum b) lane-interleaved: the four levels of the network below */
+static inline __m512i qr_net1(__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+}
+
+static inline __m512i qr_net2(__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+
+static inline __m512i qr_net3(__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, 0x88), _mm512_shuffle_i32x4(a, b, 0xDD));
+}
+
+/* lane r = sum of v[r]'s sixteen lanes (exact int32) */
+static inline __m512i qr_rowsums16(const __m512i v[16]) {
+    __m512i l2[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+        l2[q] = qr_net2(qr_net1(v[4 * q], v[4 * q + 1]), qr_net1(v[4 * q + 2], v[4 * q + 3]));
+    }
+    return qr_net3(qr_net3(l2[0], l2[1]), qr_net3(l2[2], l2[3]));
+}
+
+typedef struct {
+    __m512i codes[QR_ROWS][4], scales[QR_ROWS][4];
+    __m512i mn[8];          /* lane r: mn_g of row r */
+    __m512 d, dmin;
+} qr_dec16;
+
+static void qr_decode16_avx512(const qr_job *j, int64_t r0, int nrows, int64_t b, qr_dec16 *o) {
+    int32_t mn[8][QR_ROWS];
+    float d[QR_ROWS], dmin[QR_ROWS];
+    for (int r = 0; r < QR_ROWS; ++r) {
+        const int rr = r < nrows ? r : nrows - 1;  /* lanes past the tile repeat its last row */
+        const v8_block_q4_k *blk =
+            (const v8_block_q4_k *)(j->w + (size_t)(r0 + rr) * j->row_bytes) + b;
+        const __m128i scmn = qr_scales_mins_avx512(blk->scales);
+        uint8_t bytes[16];
+        _mm_storeu_si128((__m128i *)(void *)bytes, scmn);
+        for (int g = 0; g < 8; ++g) {
+            mn[g][r] = bytes[8 + g];
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+            o->codes[r][c] = qr_chunk_codes_avx512(blk->qs + 32 * c);
+            o->scales[r][c] = qr_chunk_scales_avx512(scmn, c);
+        }
+        d[r] = _cvtsh_ss(blk->d);
+        dmin[r] = _cvtsh_ss(blk->dmin);
+    }
+    for (int g = 0; g < 8; ++g) {
+        o->mn[g] = _mm512_loadu_si512((const void *)mn[g]);
+    }
+    o->d = _mm512_loadu_ps(d);
+    o->dmin = _mm512_loadu_ps(dmin);
+}
+
+/* row sums of chunk c (or of all four chunks when c < 0) against one token */
+static inline __m512i qr_chunk_rowsums(const qr_dec16 *w, const __m512i act[4], int c) {
+    __m512i v[QR_ROWS];
+#pragma GCC unroll 16
+    for (int r = 0; r < QR_ROWS; ++r) {
+        if (c >= 0) {
+            v[r] = _mm512_madd_epi16(_mm512_maddubs_epi16(w->codes[r][c], act[c]), w->scales[r][c]);
+        } else {
+            __m512i s = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {
+                s = _mm512_add_epi32(s, _mm512_madd_epi16(_mm512_maddubs_epi16(w->codes[r][k], act[k]),
+                                                          w->scales[r][k]));
+            }
+            v[r] = s;
+        }
+    }
+    return qr_rowsums16(v);
+}
+
+static void qr_gemm16_avx512(const qr_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+    const int nrows = (int)(r1 - r0), ntok = (int)(t1 - t0);
+    __m512 acc[QR_TOKS], accm[QR_TOKS];
+    for (int tt = 0; tt < ntok; ++tt) {
+        acc[tt] = _mm512_setzero_ps();
+        accm[tt] = _mm512_setzero_ps();
+    }
+    qr_dec16 w;
+    for (int64_t b = 0; b < j->nb; ++b) {
+        qr_decode16_avx512(j, r0, nrows, b, &w);
+        for (int tt = 0; tt < ntok; ++tt) {
+            const int64_t t = t0 + tt;
+            const v8_block_q8_k *ab = j->a + t * j->nb + b;
+            __m512i act[4];
+            for (int c = 0; c < 4; ++c) {
+                act[c] = _mm512_loadu_si512((const void *)(ab->qs + 64 * c));
+            }
+            const __m512 xd = _mm512_set1_ps(ab->d);
+            const __m512 ds = _mm512_mul_ps(w.d, xd), dm = _mm512_mul_ps(w.dmin, xd);
+            __m512i mp[8];                 /* lane r: mn_g * (bsum_2g + bsum_2g+1) */
+            for (int g = 0; g < 8; ++g) {
+                mp[g] = _mm512_mullo_epi32(
+                    w.mn[g], _mm512_set1_epi32((int32_t)ab->bsums[2 * g] + (int32_t)ab->bsums[2 * g + 1]));
+            }
+            __m512 va = acc[tt], vm = accm[tt];
+            if (t < j->m4) {               /* half-pair form, h ascending */
+                for (int h = 0; h < 4; ++h) {
+                    va = _mm512_fmadd_ps(_mm512_cvtepi32_ps(qr_chunk_rowsums(&w, act, h)), ds, va);
+                    vm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(mp[2 * h], mp[2 * h + 1])),
+                                         dm, vm);
+                }
+            } else {                       /* super-block form */
+                __m512i m = mp[0];
+                for (int g = 1; g < 8; ++g) {
+                    m = _mm512_add_epi32(m, mp[g]);
+                }
+                va = _mm512_fmadd_ps(_mm512_cvtepi32_ps(qr_chunk_rowsums(&w, act, -1)), ds, va);
+                vm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm, vm);
+            }
+            acc[tt] = va;
+            accm[tt] = vm;
+        }
+    }
+    const __mmask16 keep = (__mmask16)((1u << nrows) - 1u);
+    const __m512 bias = j->bias != NULL ? _mm512_maskz_loadu_ps(keep, j->bias + r0) : _mm512_setzero_ps();
+    for (int tt = 0; tt < ntok; ++tt) {
+        __m512 v = _mm512_sub_ps(acc[tt], accm[tt]);
+        if (j->bias != NULL) {
+            v = _mm512_add_ps(v, bias);   /* after the chains */
+        }
+        _mm512_mask_storeu_ps(j->y + (t0 + tt) * j->n + r0, keep, v);
+    }
+}
+
+static void qr_tile16_avx512(const qr_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+    if (t1 - t0 == 1 && t0 >= j->m4) {
+        qr_tile_avx512(j, r0, r1, t0, t1);   /* one GEMV-form token: the row-pair path */
+        return;
+    }
+    qr_gemm16_avx512(j, r0, r1, t0, t1);
+}
+
 #undef QR_FN
 #undef QR_VI
 #undef QR_CODES
@@ -211,7 +359,7 @@ static qr_tile_fn qr_tile_for(int use_ref) {
     }
     switch (v8_cpu_best_isa()) {
     case V8_ISA_AVX512:
-        return qr_tile_avx512;
+        return qr_tile16_avx512;
     case V8_ISA_AVX2:
         return qr_tile_avx2;
     default:
