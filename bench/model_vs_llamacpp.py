@@ -2,18 +2,22 @@
 
 Writes a Qwen3-0.6B-shaped GGUF (28 layers, 1024 wide, 16/8 heads of 128, FFN 3072, vocab
 32768; Q4_K projections with Q6_K attn_v and ffn_down, fp32 tied head; blocks from llama.cpp's
-own quantizer), then for threads 1 and 2 measures, alternating the two engines:
+own quantizer), then for each thread count measures, alternating the two engines:
 
-- decode tokens/s at n_past 128 and 1024 (a prompt of that length, then timed decode steps),
-- prefill tokens/s for 64 tokens,
+- decode tokens/s at n_past 128, 1024 and 4096 (a prompt of that length, then timed steps),
+- prefill tokens/s for 64 and 512 tokens (one micro-batch each side),
 
-and prints both engines, the ratio v8/llama.cpp, the weight bytes streamed per decode token as
-GB/s, the CPU model, the ISA variant v8 dispatched and whether the logits agree bit for bit.
-A JSON of the results goes next to it.  llama.cpp runs with flash attention, fp16 KV and its
-default weight repacking; v8 with the circuit's llama.cpp arithmetic (weight_layout
-ggml_repacked).
+and prints both engines, the ratio v8/llama.cpp, the weight bytes streamed per decode token
+as GB/s and as a share of the streaming-read roofline measured in the same run (one pass
+over 1 GiB with the widest loads, split over the same worker count), the peak RSS of each
+engine in a process of its own, the CPU model, the ISA variant each side ran and whether
+the logits agree bit for bit.  A JSON of the results goes next to it.  llama.cpp runs with
+flash attention, fp16 KV and its default weight repacking; v8 with the circuit's llama.cpp
+arithmetic (weight_layout ggml_repacked).  --cpu-mask avx2 runs v8's AVX2 variant (llama.cpp
+keeps its own build's).
 
-    python bench/model_vs_llamacpp.py [--layers 28] [--steps 16] [--threads 1,2] [--json out.json]
+    python bench/model_vs_llamacpp.py [--layers 28] [--steps 16] [--threads 1,2]
+        [--n-past 128,1024,4096] [--prefill 64,512] [--cpu-mask native|avx2] [--json out.json]
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ def write_model(path: Path, layers: int, seed: int = 0) -> int:
     w.add_token_merges(merges)
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
-    for key, value in {"block_count": layers, "context_length": 4096, "embedding_length": E,
+    for key, value in {"block_count": layers, "context_length": 8192, "embedding_length": E,
                        "feed_forward_length": FFN, "attention.head_count": H,
                        "attention.head_count_kv": HKV, "attention.key_length": D,
                        "attention.value_length": D, "vocab_size": VOCAB}.items():
@@ -154,51 +158,139 @@ def prefill_rate(v8: Any, ll: Any, prompt: list[int], threads: int) -> tuple[flo
     return len(prompt) / t_v8, len(prompt) / t_ll
 
 
+def stream_roofline(threads: int) -> float:
+    """GB/s of one read pass over 1 GiB (best of 5), split over `threads` workers."""
+    from v8dialect.cbuild import RUNTIME_CORE_CDEF, CBuild, build
+
+    proto = "int64_t v8_bench_stream_read(v8_threadpool *pool, const void *buf, int64_t bytes);\n"
+    mod = build(CBuild(name="v8_bench_stream", cdef=RUNTIME_CORE_CDEF + proto,
+                       source='#include "v8_runtime.h"\n' + proto,
+                       extra_sources=(ROOT / "bench" / "stream_read.c",)))
+    raw = np.ones((1 << 30) + 64, np.uint8)
+    off = (-raw.ctypes.data) % 64
+    buf = mod.ffi.cast("void *", raw.ctypes.data + off)
+    pool = mod.lib.v8_threadpool_create(threads)
+    try:
+        best = float("inf")
+        for _ in range(5):
+            best = min(best, timed(lambda: mod.lib.v8_bench_stream_read(pool, buf, 1 << 30)))
+    finally:
+        mod.lib.v8_threadpool_destroy(pool)
+    return (1 << 30) / best / 1e9
+
+
+def peak_rss_mib(engine: str, model: Path, threads: int) -> float:
+    """Peak RSS of a process that opens `model` with one engine, prefills 64 tokens and decodes 8."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, __file__, "--rss-of", engine, "--model", str(model),
+                          "--threads", str(threads)], check=True, capture_output=True, text=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def rss_child(engine: str, model: Path, threads: int) -> None:
+    import resource
+
+    prompt = list(range(3, 67))
+    if engine == "v8":
+        from v8dialect.model_session import ModelSession
+
+        v8 = ModelSession.open(model, "qwen3", prefill_tokens=64, kv_capacity=2048,
+                               overrides=("weight_layout=ggml_repacked",), name="v8_bench")
+        v8.prefill(prompt, threads, 64)
+        for t in range(8):
+            v8.decode(100 + t, threads)
+    else:
+        from v8dialect.parity.llamacpp import LlamaCppModel
+
+        session = LlamaCppModel(model, repack=True).session(ll_config(threads, 64))
+        session.eval(prompt)
+        for t in range(8):
+            session.eval([100 + t])
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def percent(row: dict[str, Any], key: str) -> str:
+    return f"{100 * row[key]:7.0f}%" if key in row else " " * 8
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=28)
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--n-past", default="128,1024,4096")
+    ap.add_argument("--prefill", default="64,512")
+    ap.add_argument("--cpu-mask", choices=("native", "avx2"), default="native")
     ap.add_argument("--json", type=Path, default=ROOT / "build" / "bench" / "model_vs_llamacpp.json")
     ap.add_argument("--model", type=Path, default=ROOT / "build" / "bench" / "qwen3_0p6b_shape.gguf")
+    ap.add_argument("--rss-of", choices=("v8", "llamacpp"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.rss_of:
+        rss_child(args.rss_of, args.model, int(args.threads))
+        return
     from v8dialect.model_session import ModelSession
     from v8dialect.parity.llamacpp import LlamaCppModel, oracle_info
 
+    n_pasts = [int(n) for n in args.n_past.split(",")]
+    prefills = [int(n) for n in args.prefill.split(",")]
     args.model.parent.mkdir(parents=True, exist_ok=True)
     print(f"writing {args.model} ({args.layers} layers) ...", flush=True)
     streamed = write_model(args.model, args.layers)
     print("building the v8 program (first time: C compile) ...", flush=True)
-    v8 = ModelSession.open(args.model, "qwen3", prefill_tokens=64, kv_capacity=2048,
+    v8 = ModelSession.open(args.model, "qwen3", prefill_tokens=max(prefills),
+                           kv_capacity=max(n_pasts) + args.steps + 8,
                            overrides=("weight_layout=ggml_repacked",), name="v8_bench")
+    lib = v8.program.extension.lib
+    if args.cpu_mask == "avx2":
+        lib.v8_cpu_restrict(lib.V8_CPU_AVX2 | lib.V8_CPU_FMA | lib.V8_CPU_F16C)
     ll = LlamaCppModel(args.model, repack=True)
     info = oracle_info()
-    isa = {0: "scalar", 1: "avx2", 2: "avx512"}[int(v8.program.extension.lib.v8_cpu_best_isa())]
-    print(f"CPU: {info.cpu}; v8 variant: {isa}; llama.cpp {info.llama_cpp}: {info.system_info}")
+    isa = {0: "scalar", 1: "avx2", 2: "avx512"}[int(lib.v8_cpu_best_isa())]
+    print(f"CPU: {info.cpu}; v8 variant: {isa}; llama.cpp {info.llama_cpp}: {info.system_info}",
+          flush=True)
     rows: list[dict[str, Any]] = []
+    roofline: dict[int, float] = {}
+    rss: dict[str, float] = {}
     rng = np.random.default_rng(1)
     for threads in (int(t) for t in args.threads.split(",")):
-        for n_past in (128, 1024):
+        roofline[threads] = stream_roofline(threads)
+        print(f"threads {threads}: streaming read {roofline[threads]:.1f} GB/s", flush=True)
+        for n_past in n_pasts:
             prompt = [int(t) for t in rng.integers(0, VOCAB, n_past)]
             ours, theirs, exact = decode_rate(v8, ll, prompt, args.steps, threads, len(rows))
             rows.append({"what": f"decode @ n_past {n_past}", "threads": threads, "v8_tok_s": ours,
                          "llamacpp_tok_s": theirs, "ratio": ours / theirs, "bit_exact": exact,
-                         "v8_gb_s": ours * streamed / 1e9, "llamacpp_gb_s": theirs * streamed / 1e9})
-        prompt = [int(t) for t in rng.integers(0, VOCAB, 64)]
-        ours, theirs = prefill_rate(v8, ll, prompt, threads)
-        rows.append({"what": "prefill 64", "threads": threads, "v8_tok_s": ours,
-                     "llamacpp_tok_s": theirs, "ratio": ours / theirs})
+                         "v8_gb_s": ours * streamed / 1e9, "llamacpp_gb_s": theirs * streamed / 1e9,
+                         "v8_roofline": ours * streamed / 1e9 / roofline[threads],
+                         "llamacpp_roofline": theirs * streamed / 1e9 / roofline[threads]})
+            print(f"  decode @ {n_past}: v8 {ours:.2f}, llama.cpp {theirs:.2f} tok/s", flush=True)
+        for n in prefills:
+            prompt = [int(t) for t in rng.integers(0, VOCAB, n)]
+            ours, theirs = prefill_rate(v8, ll, prompt, threads)
+            rows.append({"what": f"prefill {n}", "threads": threads, "v8_tok_s": ours,
+                         "llamacpp_tok_s": theirs, "ratio": ours / theirs})
+            print(f"  prefill {n}: v8 {ours:.2f}, llama.cpp {theirs:.2f} tok/s", flush=True)
+    v8.close()
+    for engine in ("v8", "llamacpp"):
+        rss[engine] = peak_rss_mib(engine, args.model, 1)
+    print(f"\nCPU: {info.cpu}; v8 variant: {isa}; weights streamed per decode token "
+          f"{streamed / 1e6:.0f} MB; streaming read "
+          + ", ".join(f"{t} thread(s) {g:.1f} GB/s" for t, g in roofline.items()))
     print(f"{'case':22s} {'thr':>3s} {'v8 tok/s':>10s} {'llama.cpp':>10s} {'v8/llama':>9s} "
-          f"{'v8 GB/s':>8s} {'ll GB/s':>8s} bit-exact")
+          f"{'v8 GB/s':>8s} {'ll GB/s':>8s} {'v8 roof':>8s} {'ll roof':>8s} bit-exact")
     for r in rows:
         print(f"{r['what']:22s} {r['threads']:3d} {r['v8_tok_s']:10.2f} {r['llamacpp_tok_s']:10.2f} "
               f"{r['ratio']:9.2f} {r.get('v8_gb_s', float('nan')):8.2f} "
-              f"{r.get('llamacpp_gb_s', float('nan')):8.2f} {r.get('bit_exact', '')}")
+              f"{r.get('llamacpp_gb_s', float('nan')):8.2f} {percent(r, 'v8_roofline')} "
+              f"{percent(r, 'llamacpp_roofline')} {r.get('bit_exact', '')}")
+    print(f"peak RSS (own process, prefill 64 + 8 decode steps): v8 {rss['v8']:.0f} MiB, "
+          f"llama.cpp {rss['llamacpp']:.0f} MiB")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"oracle": info.as_dict(), "v8_isa": isa, "layers": args.layers,
-                                     "weight_bytes_per_token": streamed, "rows": rows}, indent=1))
-    v8.close()
-    ll.close()
+    args.json.write_text(json.dumps({"oracle": info.as_dict(), "v8_isa": isa, "cpu_mask": args.cpu_mask,
+                                     "layers": args.layers, "weight_bytes_per_token": streamed,
+                                     "streaming_read_gb_s": roofline, "peak_rss_mib": rss,
+                                     "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":
