@@ -189,8 +189,6 @@ def peak_rss_mib(engine: str, model: Path, threads: int) -> float:
 
 
 def rss_child(engine: str, model: Path, threads: int) -> None:
-    import resource
-
     prompt = list(range(3, 67))
     if engine == "v8":
         from v8dialect.model_session import ModelSession
@@ -207,7 +205,9 @@ def rss_child(engine: str, model: Path, threads: int) -> None:
         session.eval(prompt)
         for t in range(8):
             session.eval([100 + t])
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    # VmHWM is this process image's own peak (ru_maxrss would carry the parent's over exec)
+    status = Path("/proc/self/status").read_text()
+    print(int(next(ln for ln in status.splitlines() if ln.startswith("VmHWM:")).split()[1]) / 1024)
 
 
 def percent(row: dict[str, Any], key: str) -> str:

@@ -3,6 +3,8 @@
  * test models built here equal models ggml would write), dequantizers and
  * scratch sizes.  Compiled with baseline flags and ISO C, so no FMA
  * contraction changes the quantizers' fp32 arithmetic. */
+#include <float.h>
+#include <immintrin.h>
 #include <math.h>
 
 #include "quant/ql_internal.h"
@@ -41,6 +43,52 @@ static void q8k_block(const float *x, v8_block_q8_k *y) {
     y->d = 1.0f / iscale;
 }
 
+/* The same block on AVX-512 when every value and iscale are finite (any other
+ * block takes the scalar path; returns 0 before writing): the largest magnitude by a max reduction, its first
+ * occurrence by compare masks, then iscale * x rounded to nearest even by
+ * the conversion (what the magic-number add does for |v| < 2^22), capped at
+ * 127, and the 16-value sums in int32. */
+__attribute__((target("avx512f,avx512bw"))) static int q8k_block_avx512(const float *x,
+                                                                        v8_block_q8_k *y) {
+    __m512 vmax = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (int j = 0; j < V8_QK_K; j += 16) {
+        const __m512 v = _mm512_loadu_ps(x + j);
+        bad |= _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(FLT_MAX), _CMP_NLE_UQ);
+        vmax = _mm512_max_ps(vmax, _mm512_abs_ps(v));
+    }
+    if (bad) {
+        return 0;
+    }
+    const float amax = _mm512_reduce_max_ps(vmax);
+    if (amax == 0.0f) {
+        memset(y, 0, sizeof(*y));
+        return 1;
+    }
+    float max = 0.0f;
+    for (int j = 0; j < V8_QK_K; j += 16) {
+        const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + j)),
+                                                 _mm512_set1_ps(amax), _CMP_EQ_OQ);
+        if (hit) {
+            max = x[j + __builtin_ctz((unsigned)hit)];
+            break;
+        }
+    }
+    const float iscale = -127.0f / max;
+    if (!(fabsf(iscale) <= FLT_MAX)) {
+        return 0;   /* a block so small that iscale overflows: the scalar block's conversions */
+    }
+    const __m512 vs = _mm512_set1_ps(iscale);
+    for (int g = 0; g < V8_QK_K / 16; ++g) {
+        __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(vs, _mm512_loadu_ps(x + 16 * g)));
+        q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+        _mm_storeu_si128((__m128i *)(void *)(y->qs + 16 * g), _mm512_cvtsepi32_epi8(q));
+        y->bsums[g] = (int16_t)_mm512_reduce_add_epi32(q);
+    }
+    y->d = 1.0f / iscale;
+    return 1;
+}
+
 v8_status v8_quantize_q8_k(const float *x, void *y, int64_t rows, int64_t k) {
     V8_REQUIRE(x != NULL && y != NULL, V8_ERR_NULL_ARGUMENT);
     int64_t nb;
@@ -48,8 +96,11 @@ v8_status v8_quantize_q8_k(const float *x, void *y, int64_t rows, int64_t k) {
     V8_REQUIRE(st == V8_OK, st);
     V8_REQUIRE(rows > 0, V8_ERR_BAD_DIMENSION);
     v8_block_q8_k *out = (v8_block_q8_k *)y;
+    const int wide = v8_cpu_best_isa() == V8_ISA_AVX512;
     for (int64_t i = 0; i < rows * nb; ++i) {
-        q8k_block(x + i * V8_QK_K, out + i);
+        if (!wide || !q8k_block_avx512(x + i * V8_QK_K, out + i)) {
+            q8k_block(x + i * V8_QK_K, out + i);
+        }
     }
     return V8_OK;
 }

@@ -114,16 +114,42 @@ def test_reference_quantizer_matches_ggml_bytes(ql: QL, ggml_mod: Any, evidence:
 def test_q8_k_quantizer_matches_numpy_model(ql: QL, evidence: Any) -> None:
     x = make_activation(4096, 5, m=4)
     x[1, 256:512] = 0.0                      # an all-zero block: d = 0
-    x[2, 7] = -x[2, 7]                      # ties: first value of largest magnitude wins
-    x[2, 9] = -x[2, 7]
+    x[2, 7] = -5e3                          # ties: first value of largest magnitude wins
+    x[2, 9] = 5e3
     x[3, :256] = np.float32(0.5) / np.float32(127) * np.arange(-128, 128, dtype=np.float32)
-    ours = ql.quantize("q8_k", x)
     model = q8_k_bytes(*numpy_q8_k(x))
-    equal = bool(np.array_equal(ours, model))
-    evidence(Rung.ORACLE, equal, contract=CONTRACT_Q4, provider=MAP_Q4_GEMV,
-             what="Q8_K activation quantizer vs numpy model (round half even, d=1/iscale, bsums)",
-             bytes_equal=f"{int(np.count_nonzero(ours == model))}/{ours.size}")
-    assert equal
+    # the full CPU takes the AVX-512 block (where it has it), mask 0 the scalar one
+    for mask in (0xFFFFFFFF, 0):
+        ql.lib.v8_cpu_restrict(mask)
+        try:
+            ours = ql.quantize("q8_k", x)
+        finally:
+            ql.lib.v8_cpu_restrict(0xFFFFFFFF)
+        equal = bool(np.array_equal(ours, model))
+        evidence(Rung.ORACLE, equal, contract=CONTRACT_Q4, provider=MAP_Q4_GEMV, cpu_mask=hex(mask),
+                 what="Q8_K activation quantizer vs numpy model (round half even, d=1/iscale, bsums)",
+                 bytes_equal=f"{int(np.count_nonzero(ours == model))}/{ours.size}")
+        assert equal, hex(mask)
+
+
+def test_q8_k_quantizer_vector_and_scalar_blocks_agree(ql: QL) -> None:
+    """Non-finite blocks (which the vector block hands to the scalar one) and ties of equal
+    magnitude and opposite sign give the same bytes on every path."""
+    x = make_activation(1024, 6, m=6)
+    x[0, 3] = np.inf
+    x[1, 300] = np.nan
+    x[2, 600] = -np.inf
+    x[3, 10], x[3, 11] = -1e4, 1e4           # (the data's magnitudes stay below 1e3)
+    x[4, 20], x[4, 21] = 1e4, -1e4
+    x[5, :256] = np.float32(1e-38)            # subnormal-range iscale products
+    runs = []
+    for mask in (0xFFFFFFFF, 0):
+        ql.lib.v8_cpu_restrict(mask)
+        try:
+            runs.append(ql.quantize("q8_k", x))
+        finally:
+            ql.lib.v8_cpu_restrict(0xFFFFFFFF)
+    assert np.array_equal(runs[0], runs[1])
 
 
 # ---- external: ggml mul_mat vs oracle, GEMV --------------------------------
