@@ -9,11 +9,12 @@ no prototype or enum value is ever copied by hand.  Parses are cached per header
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -53,8 +54,12 @@ class CFunction:
     params: tuple[CParam, ...]
     where: str  # header:line of the declaration
 
+    def parameters(self) -> str:
+        """The parameter list as C text: 'int contract, float *y, ...'."""
+        return _param_list(self.params)
+
     def prototype(self) -> str:
-        return f"{declarator(self.returns, self.name)}({_param_list(self.params)});"
+        return f"{declarator(self.returns, self.name)}({self.parameters()});"
 
 
 @dataclass(frozen=True)
@@ -75,8 +80,8 @@ class CAbi:
 
     functions: Mapping[str, CFunction]
     enums: tuple[CEnum, ...]
-    types: tuple[str, ...]  # struct and typedef declarations, cffi-ready
-    order: tuple[str, ...]  # "enum:<i>", "type:<i>", "fn:<name>" in header order
+    # in header order: ("", cffi-ready enum / struct / typedef text) or (function name, "")
+    items: tuple[tuple[str, str], ...]
 
     @property
     def constants(self) -> dict[str, int]:
@@ -102,10 +107,11 @@ def same_ctype(a: str, b: str) -> bool:
 
 @cache
 def _fake_libc_dir() -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="v8-c-abi-libc-"))
+    folder = tempfile.TemporaryDirectory(prefix="v8-c-abi-libc-")
+    atexit.register(folder.cleanup)
     for name, text in _FAKE_LIBC.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    return folder
+        (Path(folder.name) / name).write_text(text, encoding="utf-8")
+    return Path(folder.name)
 
 
 def default_include_dirs() -> tuple[Path, ...]:
@@ -246,8 +252,7 @@ def _from_fake_libc(node: object) -> bool:
 def read_ast(ast: c_ast.FileAST) -> CAbi:
     functions: dict[str, CFunction] = {}
     enums: list[CEnum] = []
-    types: list[str] = []
-    order: list[str] = []
+    items: list[tuple[str, str]] = []
     known: dict[str, int] = {}
     for node in _field(ast, "ext"):
         if _from_fake_libc(node) or isinstance(node, c_ast.FuncDef):
@@ -255,17 +260,17 @@ def read_ast(ast: c_ast.FileAST) -> CAbi:
         inner = _field(node, "type")
         if isinstance(node, c_ast.Typedef) and isinstance(_field(inner, "type"), c_ast.Enum):
             enums.append(_enum(_field(inner, "type"), str(_field(node, "name")), known))
-            order.append(f"enum:{len(enums) - 1}")
+            items.append(("", enums[-1].declaration()))
         elif isinstance(node, c_ast.Typedef):
-            types.append(_typedef(node, known))
-            order.append(f"type:{len(types) - 1}")
+            items.append(("", _typedef(node, known)))
         elif isinstance(inner, c_ast.Enum):
             enums.append(_enum(inner, "", known))
-            order.append(f"enum:{len(enums) - 1}")
+            items.append(("", enums[-1].declaration()))
         elif isinstance(inner, c_ast.FuncDecl) and "static" not in _field(node, "storage"):
-            functions[str(_field(node, "name"))] = _function(node)
-            order.append(f"fn:{_field(node, 'name')}")
-    return CAbi(functions, tuple(enums), tuple(types), tuple(order))
+            function = _function(node)
+            functions[function.name] = function
+            items.append((function.name, ""))
+    return CAbi(functions, tuple(enums), tuple(items))
 
 
 @cache
@@ -284,24 +289,39 @@ def parse_headers(headers: Sequence[str | Path], include_dirs: Sequence[Path] = 
     return _parse_cached(tuple(resolve_header(h, dirs) for h in headers), dirs)
 
 
-def cdef_for(headers: Sequence[str | Path], functions: Collection[str] | None = None,
-             include_dirs: Sequence[Path] = ()) -> str:
-    """cffi declarations for a header set: every enum (with its values) and type, and the
-    prototypes of `functions` (all non-static ones when None)."""
-    abi = parse_headers(headers, include_dirs)
-    missing = sorted(set(functions or ()) - set(abi.functions))
+FunctionFilter = Collection[str] | Callable[[str], bool] | None
+
+
+def _every(_name: str) -> bool:
+    return True
+
+
+def _accepts(functions: FunctionFilter, abi: CAbi, headers: Sequence[str | Path]) -> Callable[[str], bool]:
+    if functions is None or callable(functions):
+        return functions or _every
+    missing = sorted(set(functions) - set(abi.functions))
     if missing:
         raise CAbiError(f"{', '.join(missing)} not declared in {', '.join(map(str, headers))}")
-    lines: list[str] = []
-    for entry in abi.order:
-        kind, key = entry.split(":", 1)
-        if kind == "enum":
-            lines.append(abi.enums[int(key)].declaration())
-        elif kind == "type":
-            lines.append(abi.types[int(key)])
-        elif functions is None or key in functions:
-            lines.append(abi.functions[key].prototype())
+    return set(functions).__contains__
+
+
+def cdef_for(headers: Sequence[str | Path], functions: FunctionFilter = None,
+             include_dirs: Sequence[Path] = ()) -> str:
+    """cffi declarations for a header set: every enum (with its values) and type, and the
+    prototypes `functions` names or accepts (every non-static one when None)."""
+    abi = parse_headers(headers, include_dirs)
+    wanted = _accepts(functions, abi, headers)
+    lines = [text or abi.functions[name].prototype() for name, text in abi.items
+             if text or wanted(name)]
     return "\n".join(lines) + "\n"
+
+
+def declared_in(header: str | Path, include_dirs: Sequence[Path] = ()) -> list[str]:
+    """The functions `header` itself declares (not those of the headers it includes)."""
+    dirs = tuple(Path(d) for d in include_dirs) or default_include_dirs()
+    path = resolve_header(header, dirs)
+    functions = parse_headers([path], dirs).functions.values()
+    return [f.name for f in functions if Path(f.where.rsplit(":", 1)[0]).resolve() == path.resolve()]
 
 
 def constants(headers: Sequence[str | Path], include_dirs: Sequence[Path] = ()) -> dict[str, int]:

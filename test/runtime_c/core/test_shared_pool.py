@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.cbuild import RUNTIME_CORE_CDEF, CBuild, build
+from v8dialect.c_abi import constants
+from v8dialect.cbuild import CBuild, build, runtime_cdef
 from v8dialect.contract_ir import to_attr
 from v8dialect.contracts import load_registry
 from v8dialect.program import Program
@@ -68,12 +69,13 @@ int tag_run(v8_threadpool *pool, int32_t tag, int64_t n_tasks, int32_t *seen, in
 int nested_run(v8_threadpool *pool, int32_t *nested);
 """
 
-V8_ERR_BAD_THREADING = 4
+_V8 = constants(["v8_runtime.h"])
+V8_ERR_BAD_THREADING = _V8["V8_ERR_BAD_THREADING"]
 
 
 @pytest.fixture(scope="module")
 def probe() -> ModuleType:
-    return build(CBuild(name="v8_shared_pool_probe", cdef=RUNTIME_CORE_CDEF + CDEF, source=SOURCE))
+    return build(CBuild(name="v8_shared_pool_probe", cdef=runtime_cdef() + CDEF, source=SOURCE))
 
 
 def run_threads(count: int, body: Callable[[int], None], timeout: float = 60.0) -> None:
