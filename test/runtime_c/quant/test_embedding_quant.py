@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 from v8dialect.evidence import Outcome, Rung
 
 PROVIDER = "embedding_quant"
@@ -26,26 +26,6 @@ FORMATS = ("q8_0", "q5_0", "q4_0", "q4_1", "q5_1", "q4_k", "q5_k", "q6_k", "f16"
 # multiples of 256, so the K formats are tested at 1024 and 512 only)
 WIDTHS = {f: ((512, 1024) if f.endswith("_k") else (512, 896, 1152)) for f in FORMATS}
 N_VOCAB = 97
-CDEF = """
-v8_status v8_embedding_quant_ref(int contract, float *y, const void *table, const int32_t *ids,
-                                 int64_t n_tokens, int64_t n_vocab, int64_t dim);
-v8_status v8_embedding_quant(int contract, float *y, const void *table, const int32_t *ids,
-                             int64_t n_tokens, int64_t n_vocab, int64_t dim);
-v8_status v8_embedding_quant_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
-                                               const void *table, const int32_t *ids,
-                                               int64_t n_tokens, int64_t n_vocab, int64_t dim);
-v8_status v8_embedding_quant_scaled_ref(int contract, float *y, const void *table,
-                                        const int32_t *ids, int64_t n_tokens, int64_t n_vocab,
-                                        int64_t dim, float scale);
-v8_status v8_embedding_quant_scaled(int contract, float *y, const void *table,
-                                    const int32_t *ids, int64_t n_tokens, int64_t n_vocab,
-                                    int64_t dim, float scale);
-v8_status v8_embedding_quant_scaled_parallel_dispatch(v8_threadpool *pool, int contract,
-                                                      float *y, const void *table,
-                                                      const int32_t *ids, int64_t n_tokens,
-                                                      int64_t n_vocab, int64_t dim,
-                                                      float scale);
-"""
 SCALED = "_fp32_scale"
 
 
@@ -61,7 +41,7 @@ def eq() -> ModuleType:
                           for f in FORMATS)
     return build(CBuild(
         name="v8_embedding_quant_test",
-        cdef=RUNTIME_CORE_CDEF + CDEF + "".join(
+        cdef=runtime_cdef("quant/v8_quant.h", functions=lambda n: n.startswith("v8_embedding_quant")) + "".join(
             f"static const int SEL_{f.upper()};\nstatic const int SCALED_SEL_{f.upper()};\n"
             for f in FORMATS),
         source='#include "v8_runtime.h"\n#include "quant/v8_quant.h"\n' + selectors + "\n",

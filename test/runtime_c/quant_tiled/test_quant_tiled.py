@@ -162,16 +162,10 @@ def test_threadpool_vs_oracle(qt: QT, weights: Any, evidence: Any, fmt: str,
 # ---- routing: where llama.cpp leaves the block-order vec_dot for this contract -----------------
 
 def _block_order_lib() -> Any:
-    from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+    from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
-    gemm = ("int contract, float *y, const void *w, const float *x, const float *bias, "
-            "int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
-    cdef = RUNTIME_CORE_CDEF + f"""
-enum {{ V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER = 1, V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER = 2 }};
-size_t v8_ql_gemm_scratch_bytes(int64_t m, int64_t k);
-v8_status v8_q4_k_gemm_ref({gemm});
-v8_status v8_q6_k_gemm_ref({gemm});
-"""
+    cdef = runtime_cdef("quant/v8_quant.h",
+                        functions=["v8_ql_gemm_scratch_bytes", "v8_q4_k_gemm_ref", "v8_q6_k_gemm_ref"])
     return build(CBuild(name="v8_quant_block_order_for_routing", cdef=cdef,
                         source='#include "quant/v8_quant.h"\n',
                         runtime_sources=RUNTIME_CORE_SOURCES + (
