@@ -111,7 +111,7 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, S.K
     doc["functions"]["threadpool"] = "v8_regress_q4_k_gemv_split_by_workers"
     S.write_map(root, doc)
     kern = S.Kernels(S.build_wrappers(
-        "v8_regress_split_by_workers", S.QUANT_CDEF, ["quant/v8_quant.h"], PROTOTYPES,
+        "v8_regress_split_by_workers", S.QUANT_FUNCTIONS, ["quant/v8_quant.h"], PROTOTYPES,
         [root / "quant/regress_split_by_workers.c"], S.QUANT_SOURCES))
     yield root, kern
     kern.close()
