@@ -28,6 +28,7 @@ import numpy as np
 import online_model
 import pytest
 from tiled_model import (
+    SELECTORS,
     F32,
     Runner,
     bits_equal,
@@ -39,6 +40,7 @@ from tiled_model import (
     tiled_attention,
 )
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
 TILED = "f16_kv_tiled64_fp32_softmax_fp64_sum_update_8_lane_vexp"
@@ -48,7 +50,9 @@ AUTO_TWIN = "f16_flash_auto_qtile64_fp32_dot"
 TILED_PROVIDER = "attn_tiled64_f16kv"
 AUTO_PROVIDER = "attn_auto_qtile64_f16kv"
 BUILD = "avx2"
-V8_CPU_AVX2_FMA_F16C = 0x7
+_V8 = constants(["v8_runtime.h"])
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
+V8_CPU_AVX2_FMA_F16C = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"]
 V8_CPU_ALL = 0xFFFFFFFF
 MASKS = {"scalar": 0x0, "avx2": V8_CPU_AVX2_FMA_F16C, "native": V8_CPU_ALL}
 
@@ -256,10 +260,13 @@ def test_selectors(evidence: Callable[..., Any]) -> None:
     auto = Runner(lib(), "v8_attn_auto", AUTO)
     checks = {}
     for kind in ("ref", "prod"):
-        st, out = tiled.run(kind, c, selector=14)  # the composite is not the tiled provider's
-        checks[f"tiled_{kind}_rejects_composite"] = st == 3 and bool(np.isnan(out).all())
-        st, out = auto.run(kind, c, selector=13)   # nor is the tiled contract the composite's
-        checks[f"auto_{kind}_rejects_tiled"] = st == 3 and bool(np.isnan(out).all())
+        # the composite is not the tiled provider's
+        st, out = tiled.run(kind, c, selector=SELECTORS["f16_flash_auto_qtile64_fp32_dot_8_lane"])
+        checks[f"tiled_{kind}_rejects_composite"] = st == V8_ERR_UNKNOWN_SELECTOR and bool(np.isnan(out).all())
+        # nor is the tiled contract the composite's
+        st, out = auto.run(kind, c,
+                           selector=SELECTORS["f16_kv_tiled64_fp32_softmax_fp64_sum_update_8_lane_vexp"])
+        checks[f"auto_{kind}_rejects_tiled"] = st == V8_ERR_UNKNOWN_SELECTOR and bool(np.isnan(out).all())
         st, out = tiled.run(kind, c)
         checks[f"tiled_{kind}_accepts"] = st == 0 and bool(np.isfinite(out).all())
     ok = all(checks.values())

@@ -10,18 +10,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Rung
 
 sys.path.insert(0, str(Path(__file__).parent))
 import online_model as M  # noqa: E402
 
-C = {"fp32_online": 1, "f16_kv_fp32_online": 2, "f16_online_single_range": 4,
-     "f16_online_single_range_noscale": 5, "f16_online_fp32_merge": 6}
-PROVIDER = {1: "attn_online_f32kv", 2: "attn_online_f16kv", 4: "attn_online_f16kv",
-            5: "attn_online_f16kv", 6: "attn_online_split_f16kv"}
-FN = {1: "f32kv", 2: "f16kv", 4: "f16kv", 5: "f16kv", 6: "split"}
+_V8 = constants(["attention/v8_attention.h"])
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
+# contract -> (its entry point's infix, its provider); the case tables below name a contract by
+# its selector value
+_PROVIDERS = {"fp32_online": ("f32kv", "attn_online_f32kv"),
+              "f16_kv_fp32_online": ("f16kv", "attn_online_f16kv"),
+              "f16_online_single_range": ("f16kv", "attn_online_f16kv"),
+              "f16_online_single_range_noscale": ("f16kv", "attn_online_f16kv"),
+              "f16_online_fp32_merge": ("split", "attn_online_split_f16kv")}
+C = {name: _V8[f"V8_ATTN_{name.upper()}"] for name in _PROVIDERS}
+PROVIDER = {C[name]: provider for name, (_, provider) in _PROVIDERS.items()}
+FN = {C[name]: fn for name, (fn, _) in _PROVIDERS.items()}
 NAME = {v: k for k, v in C.items()}
-AVX2_MASK = 0x7          # AVX2 | FMA | F16C
+AVX2_MASK = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"]
 ALL = 0xFFFFFFFF
 
 
@@ -227,18 +236,18 @@ def test_api_discipline(on, evidence):
                "v8_attn_online_f32kv"):
         out = np.full((1, h, d), 7.0, np.float32)
         st, _ = on.call(fn, 99, q, k, v, hkv, kv, kv - 1, 1, 0.125, out=out)
-        checks[fn + ":unknown_selector"] = st == 3 and bool(np.all(out == 7.0))
+        checks[fn + ":unknown_selector"] = st == V8_ERR_UNKNOWN_SELECTOR and bool(np.all(out == 7.0))
         st, _ = on.call(fn, 7, q, k, v, hkv, kv, kv - 1, 1, 0.125, out=out)  # tiled: not ours
-        checks[fn + ":foreign_selector"] = st == 3 and bool(np.all(out == 7.0))
+        checks[fn + ":foreign_selector"] = st == V8_ERR_UNKNOWN_SELECTOR and bool(np.all(out == 7.0))
     out = np.full((1, h, d), 7.0, np.float32)
     st, _ = on.call("v8_attn_online_f16kv", 4, q, k, v, hkv, 65, 64, 1, 0.125, out=out)
-    checks["kv_len_over_capacity"] = st == 2 and bool(np.all(out == 7.0))
+    checks["kv_len_over_capacity"] = st == V8_ERR_BAD_DIMENSION and bool(np.all(out == 7.0))
     q3 = np.ascontiguousarray(np.zeros((1, 3, d), np.float32))
     st, _ = on.call("v8_attn_online_f16kv", 4, q3, k, v, hkv, kv, kv - 1, 1, 0.125)
-    checks["heads_not_multiple_of_kv_heads"] = st == 2
+    checks["heads_not_multiple_of_kv_heads"] = st == V8_ERR_BAD_DIMENSION
     qd = np.zeros((1, h, 60), np.float32)
     st, _ = on.call("v8_attn_online_f16kv", 4, qd, k, v, hkv, kv, kv - 1, 1, 0.125)
-    checks["head_dim_not_multiple_of_8"] = st == 2
+    checks["head_dim_not_multiple_of_8"] = st == V8_ERR_BAD_DIMENSION
     q, k, v = inputs(rng, 1, h, hkv, d, 600, 600)
     out = np.full((1, h, d), 7.0, np.float32)
     st, _ = on.call("v8_attn_online_split_parallel_dispatch", 6, q, k, v, hkv, 600, 599, 1, 0.125,

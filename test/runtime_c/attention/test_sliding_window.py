@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -41,8 +42,9 @@ AUTO = {"avx512": "f16_flash_auto_qtile64_fp32_dot", "avx2": "f16_flash_auto_qti
 SPLIT = "f16_online_fp32_merge_fp32_dot"
 TILED = "f16_kv_tiled64_fp32_softmax_fp64_sum_update"
 REGULAR = "fp32_llama_regular"
-V8_ERR_BAD_DIMENSION = 2
-AVX2_MASK, ALL = 0x7, 0xFFFFFFFF
+_V8 = constants(["v8_runtime.h"])
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+AVX2_MASK, ALL = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"], 0xFFFFFFFF
 
 # (n_q, past, head dim, window): windows shorter than, equal to and longer than a 64-key tile,
 # one that masks nothing, prompts from one token to past a 64-row query tile

@@ -25,12 +25,15 @@ from tiled_model import (
     tiled_attention,
 )
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
 CONTRACT = "f16_flash_auto_qtile64"
 PROVIDER = "attn_auto_qtile64_f16kv"
 V8_CPU_ALL = 0xFFFFFFFF
-V8_CPU_AVX2_FMA_F16C = 0x7
+_V8 = constants(["v8_runtime.h"])
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
+V8_CPU_AVX2_FMA_F16C = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"]
 
 
 @functools.cache
@@ -187,7 +190,7 @@ def test_unknown_selector_untouched(evidence):
     for kind in ("ref", "prod"):
         for sel in (4, 7, 99):
             st, out = runner().run(kind, c, selector=sel)
-            checks[f"{kind}_{sel}"] = st == 3 and bool(np.isnan(out).all())
+            checks[f"{kind}_{sel}"] = st == V8_ERR_UNKNOWN_SELECTOR and bool(np.isnan(out).all())
     ok = all(checks.values())
     evidence(Rung.PRODUCTION, ok, contract=CONTRACT, provider=PROVIDER, check="unknown_selector",
              **checks)

@@ -13,6 +13,7 @@ import functools
 import numpy as np
 import pytest
 from tiled_model import (
+    SELECTORS,
     Runner,
     bits_equal,
     build_lib,
@@ -23,13 +24,16 @@ from tiled_model import (
     tiled_attention,
 )
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
 CONTRACT = "f16_kv_tiled64_fp32_softmax_fp64_sum_update"
 PROVIDER = "attn_tiled64_f16kv"
-V8_CPU_AVX2_FMA_F16C = 0x7
+_V8 = constants(["v8_runtime.h"])
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
+V8_CPU_AVX2_FMA_F16C = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"]
 V8_CPU_ALL = 0xFFFFFFFF
-ISA_AVX2, ISA_AVX512 = 1, 2
+ISA_AVX2, ISA_AVX512 = _V8["V8_ISA_AVX2"], _V8["V8_ISA_AVX512"]
 
 
 @functools.cache
@@ -183,10 +187,10 @@ def test_api_discipline(evidence):
     c = case(SMALL[0])
     checks = {}
     for kind in ("ref", "prod"):
-        st, out = r.run(kind, c, selector=4)
-        checks[f"{kind}_unknown_selector"] = st == 3 and np.isnan(out).all()
-    st, out = r.run("prod", c, selector=8)
-    checks["prod_auto_selector_rejected"] = st == 3 and np.isnan(out).all()
+        st, out = r.run(kind, c, selector=SELECTORS["f16_online_single_range"])
+        checks[f"{kind}_unknown_selector"] = st == V8_ERR_UNKNOWN_SELECTOR and np.isnan(out).all()
+    st, out = r.run("prod", c, selector=SELECTORS["f16_flash_auto_qtile64"])
+    checks["prod_auto_selector_rejected"] = st == V8_ERR_UNKNOWN_SELECTOR and np.isnan(out).all()
     ffi, lb = r.ffi, r.lib
     out = np.full(c.q.shape, np.nan, np.float32)
     args, keep = r._args(c, out, 1)
