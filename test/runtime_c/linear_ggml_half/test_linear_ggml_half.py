@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from v8dialect.c_abi import constants
 from v8dialect.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 from v8dialect.evidence import Outcome, Rung
 from v8dialect.paths import runtime_c_dir
@@ -51,9 +52,12 @@ WORKERS = (1, 2, 3, 4, 8)
 F32 = np.float32
 
 # V8_CPU_* bits: AVX2 | FMA | F16C is an AVX2-only host; bit 8 is AVX512-BF16
-AVX2_ONLY = (1 << 0) | (1 << 1) | (1 << 2)
+_V8 = constants(["v8_runtime.h"])
+# a selector of the fp32 ggml linear provider, not of this one
+LINEAR_GGML_SELECTOR = constants(["linear_ggml/v8_linear_ggml.h"])["V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT"]
+AVX2_ONLY = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"]
 ALL = 0xFFFFFFFF
-VARIANTS = {"avx512": ALL, "avx512_no_bf16": ALL & ~(1 << 8), "avx2": AVX2_ONLY, "scalar": 0}
+VARIANTS = {"avx512": ALL, "avx512_no_bf16": ALL & ~_V8["V8_CPU_AVX512BF16"], "avx2": AVX2_ONLY, "scalar": 0}
 
 # (m, n, k): both routes (AVX-512 build: f16 lanes at k % 16, bf16 lanes at k % 32; AVX2
 # build: lanes at k % 8), the lane route's conditions one at a time, vec-route tails of every
@@ -533,15 +537,16 @@ def test_argument_checks_leave_output_untouched(lh: ModuleType, pools: dict[int,
     for kind in KINDS:
         sel = getattr(lib, SELECTORS[kind][0])
         bad = {
-            "unknown_selector": ((0x511, yp, wp, xp, f.NULL, 2, 8, 32), 3),
-            "null_y": ((sel, f.NULL, wp, xp, f.NULL, 2, 8, 32), 1),
-            "null_w": ((sel, yp, f.NULL, xp, f.NULL, 2, 8, 32), 1),
-            "null_x": ((sel, yp, wp, f.NULL, f.NULL, 2, 8, 32), 1),
-            "m_zero": ((sel, yp, wp, xp, f.NULL, 0, 8, 32), 2),
-            "n_negative": ((sel, yp, wp, xp, f.NULL, 2, -8, 32), 2),
-            "k_zero": ((sel, yp, wp, xp, f.NULL, 2, 8, 0), 2),
-            "k_over_int": ((sel, yp, wp, xp, f.NULL, 1, 1, 1 << 31), 2),
-            "overflow": ((sel, yp, wp, xp, f.NULL, 1 << 40, 1 << 40, 16), 2),
+            "unknown_selector": ((LINEAR_GGML_SELECTOR, yp, wp, xp, f.NULL, 2, 8, 32),
+                                 lib.V8_ERR_UNKNOWN_SELECTOR),
+            "null_y": ((sel, f.NULL, wp, xp, f.NULL, 2, 8, 32), lib.V8_ERR_NULL_ARGUMENT),
+            "null_w": ((sel, yp, f.NULL, xp, f.NULL, 2, 8, 32), lib.V8_ERR_NULL_ARGUMENT),
+            "null_x": ((sel, yp, wp, f.NULL, f.NULL, 2, 8, 32), lib.V8_ERR_NULL_ARGUMENT),
+            "m_zero": ((sel, yp, wp, xp, f.NULL, 0, 8, 32), lib.V8_ERR_BAD_DIMENSION),
+            "n_negative": ((sel, yp, wp, xp, f.NULL, 2, -8, 32), lib.V8_ERR_BAD_DIMENSION),
+            "k_zero": ((sel, yp, wp, xp, f.NULL, 2, 8, 0), lib.V8_ERR_BAD_DIMENSION),
+            "k_over_int": ((sel, yp, wp, xp, f.NULL, 1, 1, 1 << 31), lib.V8_ERR_BAD_DIMENSION),
+            "overflow": ((sel, yp, wp, xp, f.NULL, 1 << 40, 1 << 40, 16), lib.V8_ERR_BAD_DIMENSION),
         }
         for name, (args, want) in bad.items():
             for fn in ("v8_linear_half_ggml_ref", "v8_linear_half_ggml"):

@@ -57,7 +57,8 @@ def test_bad_arguments_leave_the_cache_untouched(ops: ModuleType, fn: str) -> No
     new = rows(4, seed=3)
     cache = np.full((HKV, CAP, D), 0xABCD, dtype=np.uint16)
     assert store(ops, fn, new, cache, CAP - 3) == ops.lib.V8_ERR_BAD_DIMENSION  # would overflow
-    assert store(ops, fn, new, cache, 0, selector=0x401) == ops.lib.V8_ERR_UNKNOWN_SELECTOR
+    foreign = ops.lib.V8_EMBEDDING_FP32_ROW_COPY
+    assert store(ops, fn, new, cache, 0, selector=foreign) == ops.lib.V8_ERR_UNKNOWN_SELECTOR
     assert np.all(cache == 0xABCD)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from v8dialect.c_abi import constants
 from v8dialect.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 from v8dialect.evidence import Outcome, Rung
 from v8dialect.host import native_loop_vectors
@@ -76,7 +77,8 @@ WORKERS = (1, 2, 3, 4, 8)
 F32 = np.float32
 
 # V8_CPU_* bits: AVX2 | FMA | F16C is an AVX2-only host
-AVX2_ONLY = (1 << 0) | (1 << 1) | (1 << 2)
+_V8 = constants(["v8_runtime.h"])
+AVX2_ONLY = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"]
 VARIANTS = {"avx512": 0xFFFFFFFF, "avx2": AVX2_ONLY, "scalar": 0}
 
 # (m, n, k): both routes, the lane route's conditions one at a time, block-route tails
@@ -493,19 +495,20 @@ def test_argument_checks_leave_output_untouched(lg: ModuleType, pools: dict[int,
     wp = f.cast("const float *", w.ctypes.data)
     xp = f.cast("const float *", x.ctypes.data)
     sel = lib.V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT
+    other = constants(["ops/v8_ops.h"])["V8_LINEAR_FP32_ASCENDING_FP32_ACCUMULATE"]  # ops/linear.c's
     bad = {
-        "unknown_selector": ((0x501, yp, wp, xp, f.NULL, 2, 8, 16), 3),
+        "unknown_selector": ((other, yp, wp, xp, f.NULL, 2, 8, 16), lib.V8_ERR_UNKNOWN_SELECTOR),
         "unknown_selector_after_the_last": ((max(getattr(lib, s) for s in SELECTORS) + 1, yp, wp,
-                                             xp, f.NULL, 2, 8, 16), 3),
+                                             xp, f.NULL, 2, 8, 16), lib.V8_ERR_UNKNOWN_SELECTOR),
         "null_y_8_lane": ((lib.V8_LOGITS_FP32_GGML_8_LANE_MUL_MAT, f.NULL, wp, xp, f.NULL,
-                           2, 8, 16), 1),
-        "null_y": ((sel, f.NULL, wp, xp, f.NULL, 2, 8, 16), 1),
-        "null_w": ((sel, yp, f.NULL, xp, f.NULL, 2, 8, 16), 1),
-        "null_x": ((sel, yp, wp, f.NULL, f.NULL, 2, 8, 16), 1),
-        "m_zero": ((sel, yp, wp, xp, f.NULL, 0, 8, 16), 2),
-        "n_negative": ((sel, yp, wp, xp, f.NULL, 2, -8, 16), 2),
-        "k_zero": ((sel, yp, wp, xp, f.NULL, 2, 8, 0), 2),
-        "overflow": ((sel, yp, wp, xp, f.NULL, 1 << 40, 1 << 40, 16), 2),
+                           2, 8, 16), lib.V8_ERR_NULL_ARGUMENT),
+        "null_y": ((sel, f.NULL, wp, xp, f.NULL, 2, 8, 16), lib.V8_ERR_NULL_ARGUMENT),
+        "null_w": ((sel, yp, f.NULL, xp, f.NULL, 2, 8, 16), lib.V8_ERR_NULL_ARGUMENT),
+        "null_x": ((sel, yp, wp, f.NULL, f.NULL, 2, 8, 16), lib.V8_ERR_NULL_ARGUMENT),
+        "m_zero": ((sel, yp, wp, xp, f.NULL, 0, 8, 16), lib.V8_ERR_BAD_DIMENSION),
+        "n_negative": ((sel, yp, wp, xp, f.NULL, 2, -8, 16), lib.V8_ERR_BAD_DIMENSION),
+        "k_zero": ((sel, yp, wp, xp, f.NULL, 2, 8, 0), lib.V8_ERR_BAD_DIMENSION),
+        "overflow": ((sel, yp, wp, xp, f.NULL, 1 << 40, 1 << 40, 16), lib.V8_ERR_BAD_DIMENSION),
     }
     seen = {}
     for name, (args, want) in bad.items():

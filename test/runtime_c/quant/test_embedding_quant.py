@@ -17,9 +17,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from v8dialect.c_abi import constants
 from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 from v8dialect.evidence import Outcome, Rung
 
+_V8 = constants(["v8_runtime.h"])
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
 PROVIDER = "embedding_quant"
 FORMATS = ("q8_0", "q5_0", "q4_0", "q4_1", "q5_1", "q4_k", "q5_k", "q6_k", "f16", "bf16")
 # widths: a K-quant super-block multiple, and llama.cpp's fallback widths (896, 1152: not
@@ -141,12 +145,13 @@ def test_embedding_argument_checks(eq: ModuleType, pools: dict[int, Any],
                          ("v8_embedding_quant_parallel_dispatch", pools[2])):
             st, y = run(eq, fn, fmt, table, ids, dim, pool)
             outcomes[f"{name}:{fn}"] = st
-            assert st == 2 and (y == np.float32(-7.5)).all(), (name, fn, st)
+            assert st == V8_ERR_BAD_DIMENSION and (y == np.float32(-7.5)).all(), (name, fn, st)
     y = np.zeros((1, 32), np.float32)
-    st = eq.lib.v8_embedding_quant_ref(0x401, eq.ffi.cast("float *", y.ctypes.data),
+    st = eq.lib.v8_embedding_quant_ref(constants(["ops/v8_ops.h"])["V8_EMBEDDING_FP32_ROW_COPY"],
+                                       eq.ffi.cast("float *", y.ctypes.data),
                                        eq.ffi.cast("const void *", table.ctypes.data),
                                        eq.ffi.cast("const int32_t *", ok_ids.ctypes.data), 1, 4, 32)
-    assert st == 3  # the fp32 row-copy selector is another provider's
+    assert st == V8_ERR_UNKNOWN_SELECTOR  # the fp32 row-copy selector is another provider's
     evidence(Rung.ORACLE, Outcome.PASS, contract=None, provider=PROVIDER, refused=outcomes)
 
 
@@ -279,11 +284,11 @@ def test_scaled_embedding_argument_checks(eq: ModuleType, pools: dict[int, Any],
         for fn, pool in scaled_fns:
             st, y = run_scaled(eq, fn, fmt, table, ids, dim, one, pool)
             outcomes[f"{name}:{fn}"] = st
-            assert st == 2 and (y == np.float32(-7.5)).all(), (name, fn, st)
+            assert st == V8_ERR_BAD_DIMENSION and (y == np.float32(-7.5)).all(), (name, fn, st)
     for fn, pool in scaled_fns:
         st, y = run_scaled(eq, fn, "q8_0", table, ok_ids, 32, one, pool, selector=eq.lib.SEL_Q8_0)
         outcomes[f"plain_selector:{fn}"] = st
-        assert st == 3 and (y == np.float32(-7.5)).all(), (fn, st)
+        assert st == V8_ERR_UNKNOWN_SELECTOR and (y == np.float32(-7.5)).all(), (fn, st)
     for fn, pool in (("v8_embedding_quant_ref", None), ("v8_embedding_quant", None),
                      ("v8_embedding_quant_parallel_dispatch", pools[2])):
         y = np.full((2, 32), np.float32(-7.5), np.float32)
@@ -292,6 +297,6 @@ def test_scaled_embedding_argument_checks(eq: ModuleType, pools: dict[int, Any],
                 eq.ffi.cast("const int32_t *", ok_ids.ctypes.data), 2, 4, 32)
         st = getattr(eq.lib, fn)(pool, *args) if pool is not None else getattr(eq.lib, fn)(*args)
         outcomes[f"scaled_selector:{fn}"] = st
-        assert st == 3 and (y == np.float32(-7.5)).all(), (fn, st)
+        assert st == V8_ERR_UNKNOWN_SELECTOR and (y == np.float32(-7.5)).all(), (fn, st)
     evidence(Rung.ORACLE, Outcome.PASS, contract=None, provider="embedding_quant_scaled",
              refused=outcomes)

@@ -32,8 +32,12 @@ from qr_support import (
 )
 from repacked_model import repacked_gemm
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
+_V8 = constants(["v8_runtime.h"])
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
 BACKEND = "llama.cpp ggml 0.25.3 mul_mat, weight in CPU_REPACK (q4_K_8x8_q8_K)"
 
 
@@ -246,10 +250,10 @@ def test_api_rejects_bad_input_without_writing(qr: QR, weights: Any, evidence: A
                                      "gemm": "V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_4_ROW_GROUPS"}[other])
         for variant in ("ref", "prod", "pool"):
             cases = {
-                "k896": dict(x=make_activation(m, 896, 3), expect=2),
-                "selector": dict(contract=99, expect=3),
-                "other_form": dict(contract=other_sel, expect=3),
-                "short_scratch": dict(scratch_shrink=4, expect=2),
+                "k896": dict(x=make_activation(m, 896, 3), expect=V8_ERR_BAD_DIMENSION),
+                "selector": dict(contract=99, expect=V8_ERR_UNKNOWN_SELECTOR),
+                "other_form": dict(contract=other_sel, expect=V8_ERR_UNKNOWN_SELECTOR),
+                "short_scratch": dict(scratch_shrink=4, expect=V8_ERR_BAD_DIMENSION),
             }
             for name, case in cases.items():
                 expect = case.pop("expect")

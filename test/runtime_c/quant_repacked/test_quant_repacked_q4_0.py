@@ -24,8 +24,12 @@ from qr0_support import CONTRACT, PROVIDER, QK, QR0, SELECTOR, random_q4_0
 from qr_support import ALL_FEATURES, ISA_NAMES, bitexact, make_activation, make_weights
 from repacked_q4_0_model import repacked_q4_0_gemm
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
+_V8 = constants(["v8_runtime.h"])
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
 BACKEND = "llama.cpp ggml 0.25.3 mul_mat, weight in CPU_REPACK (q4_0_8x8_q8_0)"
 
 
@@ -287,13 +291,13 @@ def test_api_rejects_bad_input_without_writing(qr0: QR0, weights: Weights, evide
         x = make_activation(m, k, 3)
         for variant in ("ref", "prod", "pool"):
             cases: dict[str, dict[str, Any]] = {
-                "k100": dict(x=make_activation(m, 100, 3), expect=2),
-                "n12": dict(w=w12, expect=2),
-                "n250": dict(n=250, expect=2),
-                "selector": dict(contract=99, expect=3),
+                "k100": dict(x=make_activation(m, 100, 3), expect=V8_ERR_BAD_DIMENSION),
+                "n12": dict(w=w12, expect=V8_ERR_BAD_DIMENSION),
+                "n250": dict(n=250, expect=V8_ERR_BAD_DIMENSION),
+                "selector": dict(contract=99, expect=V8_ERR_UNKNOWN_SELECTOR),
                 "plain_selector": dict(contract=int(qr0.lib.V8_QL_Q4_0_X_Q8_0_FP32_BLOCK_ORDER),
-                                       expect=3),
-                "short_scratch": dict(scratch_shrink=1, expect=2),
+                                       expect=V8_ERR_UNKNOWN_SELECTOR),
+                "short_scratch": dict(scratch_shrink=1, expect=V8_ERR_BAD_DIMENSION),
             }
             for name, case in cases.items():
                 expect = case.pop("expect")

@@ -19,9 +19,14 @@ import numpy as np
 import pytest
 from qt_support import ALL_FEATURES, FORMATS, ISA_NAMES, QT, bitexact, make_activation
 
+from v8dialect.c_abi import constants
 from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 from v8dialect.evidence import Outcome, Rung
 
+_V8 = constants(["v8_runtime.h"])
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
+V8_ERR_BAD_THREADING = _V8["V8_ERR_BAD_THREADING"]
 CONTRACT = {f: f"{f}_x_q8_k_llamacpp_auto_rows8" for f in FORMATS}
 PROVIDER = {f: f"{f}_x_q8_k_auto_rows8_gemm" for f in FORMATS}
 SELECTOR = {f: f"V8_QL_{f.upper()}_X_Q8_K_LLAMACPP_AUTO_ROWS8" for f in FORMATS}
@@ -197,16 +202,17 @@ def test_api_rejects_bad_input_without_writing(qa: QA, weights: Any, evidence: A
         x = make_activation(m, k, 3)
         part_need = (lib.v8_qlt_gemm_scratch_bytes if m >= THRESHOLD else lib.v8_ql_gemm_scratch_bytes)(m, k)
         for variant in ("ref", "prod", "pool"):
+            unknown = V8_ERR_UNKNOWN_SELECTOR
             cases: dict[str, dict[str, Any]] = {
-                "k896": dict(x=make_activation(m, 896, 3), expect=2),
-                "selector": dict(contract=99, expect=3),
-                "block_order_selector": dict(contract=getattr(lib, BLOCK_SELECTOR[fmt]), expect=3),
-                "tiled_selector": dict(contract=getattr(lib, TILED_SELECTOR[fmt]), expect=3),
-                "other_format": dict(contract=getattr(lib, SELECTOR[other]), expect=3),
-                "short_scratch": dict(scratch_bytes=part_need - 4, expect=2),
+                "k896": dict(x=make_activation(m, 896, 3), expect=V8_ERR_BAD_DIMENSION),
+                "selector": dict(contract=99, expect=unknown),
+                "block_order_selector": dict(contract=getattr(lib, BLOCK_SELECTOR[fmt]), expect=unknown),
+                "tiled_selector": dict(contract=getattr(lib, TILED_SELECTOR[fmt]), expect=unknown),
+                "other_format": dict(contract=getattr(lib, SELECTOR[other]), expect=unknown),
+                "short_scratch": dict(scratch_bytes=part_need - 4, expect=V8_ERR_BAD_DIMENSION),
             }
             if variant == "pool":
-                cases["null_pool"] = dict(pool=qa.ffi.NULL, expect=4)
+                cases["null_pool"] = dict(pool=qa.ffi.NULL, expect=V8_ERR_BAD_THREADING)
             for name, case in cases.items():
                 expect = case.pop("expect")
                 xx = case.pop("x", x)

@@ -29,9 +29,13 @@ from qt_support import (
 )
 from qt_model import tiled_gemm
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
 # every format has a kernel map
+_V8 = constants(["v8_runtime.h"])
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
 MAPPED = {"q4_k", "q6_k", "q5_k"}
 
 
@@ -225,11 +229,12 @@ def test_api_rejects_bad_input_without_writing(qt: QT, weights: Any, evidence: A
     checks: dict[str, tuple[int, bool, int]] = {}
     for variant in ("ref", "prod", "pool"):
         cases = {
-            "k896": dict(x=make_activation(9, 896, 3), expect=2),
-            "selector": dict(contract=99, expect=3),
+            "k896": dict(x=make_activation(9, 896, 3), expect=V8_ERR_BAD_DIMENSION),
+            "selector": dict(contract=99, expect=V8_ERR_UNKNOWN_SELECTOR),
             "other_format": dict(contract=getattr(qt.lib, f"V8_QL_{other.upper()}_X_Q8_K_"
-                                                  "FP32_SUPER_BLOCK_FMA_CHAIN"), expect=3),
-            "short_scratch": dict(scratch_shrink=4, expect=2),
+                                                  "FP32_SUPER_BLOCK_FMA_CHAIN"),
+                                 expect=V8_ERR_UNKNOWN_SELECTOR),
+            "short_scratch": dict(scratch_shrink=4, expect=V8_ERR_BAD_DIMENSION),
         }
         for name, case in cases.items():
             expect = case.pop("expect")
