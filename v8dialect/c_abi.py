@@ -189,6 +189,18 @@ def _function(decl: object) -> CFunction:
                      f"{_field(coord, 'file')}:{_field(coord, 'line')}")
 
 
+def _c_quotient(a: int, b: int) -> int:
+    """C's integer division, which truncates toward zero."""
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+_BINARY: Mapping[str, Callable[[int, int], int]] = {
+    "+": int.__add__, "-": int.__sub__, "*": int.__mul__, "<<": int.__lshift__,
+    ">>": int.__rshift__, "|": int.__or__, "&": int.__and__, "^": int.__xor__,
+    "/": _c_quotient, "%": lambda a, b: a - b * _c_quotient(a, b)}
+
+
 def _evaluate(expr: object, known: Mapping[str, int]) -> int:
     """An integer constant expression as enumerators and array sizes write them."""
     if isinstance(expr, c_ast.Constant):
@@ -201,9 +213,10 @@ def _evaluate(expr: object, known: Mapping[str, int]) -> int:
         return {"-": -value, "+": value, "~": ~value, "!": int(not value)}[str(_field(expr, "op"))]
     if isinstance(expr, c_ast.BinaryOp):
         a, b = _evaluate(_field(expr, "left"), known), _evaluate(_field(expr, "right"), known)
-        ops = {"+": a + b, "-": a - b, "*": a * b, "<<": a << b, ">>": a >> b, "|": a | b,
-               "&": a & b, "^": a ^ b, "/": int(a / b) if b else 0, "%": a % b if b else 0}
-        return ops[str(_field(expr, "op"))]
+        op = str(_field(expr, "op"))
+        if op in ("/", "%") and b == 0:
+            raise CAbiError(f"division by zero in a constant at {_field(expr, 'coord')}")
+        return _BINARY[op](a, b)
     if isinstance(expr, c_ast.Cast):
         return _evaluate(_field(expr, "expr"), known)
     raise CAbiError(f"not an integer constant: {type(expr).__name__} at {_field(expr, 'coord')}")

@@ -20,10 +20,12 @@ def write_header(tmp_path: Path, text: str, name: str = "probe.h") -> Path:
 
 
 def test_enum_values_are_evaluated_as_c_does(tmp_path: Path) -> None:
-    header = write_header(tmp_path, "enum { A = 1u << 3, B, C = A | 2, D = -1, E = 'a' };\n"
+    header = write_header(tmp_path, "enum { A = 1u << 3, B, C = A | 2, D = -1, E = 'a', F = -7 / 2,\n"
+                                    "       G = -7 % 2, H = (int)(256 / 16) };\n"
                                     "typedef enum probe_kind { K0, K1 = 5, K2 } probe_kind;")
     abi = c_abi.parse_headers([header])
-    assert abi.constants == {"A": 8, "B": 9, "C": 10, "D": -1, "E": 97, "K0": 0, "K1": 5, "K2": 6}
+    assert abi.constants == {"A": 8, "B": 9, "C": 10, "D": -1, "E": 97, "F": -3, "G": -1, "H": 16,
+                             "K0": 0, "K1": 5, "K2": 6}
     assert abi.enums[1].declaration() == "typedef enum probe_kind { K0 = 0, K1 = 5, K2 = 6 } probe_kind;"
 
 
@@ -86,6 +88,11 @@ def test_every_public_header_gives_a_cdef_cffi_accepts(header: str) -> None:
     ffi = FFI()
     ffi.cdef(c_abi.cdef_for([header]))
     assert ffi.typeof("v8_status") is not None
+
+
+def test_a_constant_divided_by_zero_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(c_abi.CAbiError, match="division by zero"):
+        c_abi.parse_headers([write_header(tmp_path, "enum { A = 1 / 0 };")])
 
 
 def test_a_header_that_does_not_preprocess_is_reported(tmp_path: Path) -> None:

@@ -236,3 +236,24 @@ def test_header_that_does_not_parse_is_a_located_error(tmp_path: Path) -> None:
     error = rejected_with_header(tmp_path, "v8_status fixture_rmsnorm(int", "v8_status fixture_rmsnorm(intt")
     assert error.json_path == "$.header"
     assert "cannot parse" in error.message
+
+
+def with_scratch(doc: Doc) -> None:
+    doc["scratch"] = {"function": "fixture_rmsnorm_scratch_bytes", "args": ["n"]}
+
+
+def test_scratch_function_must_take_the_maps_scratch_args(tmp_path: Path) -> None:
+    scratch = "#include <stddef.h>\nsize_t fixture_rmsnorm_scratch_bytes(int64_t rows);\n"
+    error = rejected_with_header(tmp_path, "v8_status fixture_rmsnorm_ref(",
+                                 scratch + "v8_status fixture_rmsnorm_ref(", with_scratch)
+    assert error.json_path == "$.scratch"
+    assert "the map's scratch says size_t fixture_rmsnorm_scratch_bytes(n)" in error.message
+
+
+def test_scratch_function_that_agrees_loads(tmp_path: Path) -> None:
+    folder = staged(tmp_path, "rmsnorm.kmap.json", with_scratch)
+    header = folder / "include" / "fixture.h"
+    header.write_text(header.read_text()
+                      + "#include <stddef.h>\nsize_t fixture_rmsnorm_scratch_bytes(int64_t n);\n")
+    (kmap,) = load_kernel_maps(load_registry(), [folder]).maps
+    assert kmap.scratch_function == "fixture_rmsnorm_scratch_bytes"
