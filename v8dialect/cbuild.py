@@ -37,14 +37,18 @@ RUNTIME_CORE_HEADERS: tuple[str, ...] = ("v8_runtime.h",)
 
 def runtime_cdef(*headers: str, functions: FunctionFilter = None) -> str:
     """cffi declarations read from runtime_c headers: the runtime core's, then every enum and
-    type of `headers` and the prototypes `functions` selects (all when None)."""
+    type of `headers` and the prototypes `functions` selects (all when None; a name that no
+    header declares is an error)."""
     core = set(parse_headers(RUNTIME_CORE_HEADERS).functions)
+    selected = functions
 
-    def wanted(name: str) -> bool:
-        if name in core or functions is None:
-            return True
-        return functions(name) if callable(functions) else name in functions
+    def core_or_selected(name: str) -> bool:
+        return name in core or (callable(selected) and selected(name))
 
+    if functions is None or callable(functions):
+        wanted: FunctionFilter = functions and core_or_selected
+    else:
+        wanted = {*core, *functions}
     return cdef_for([*RUNTIME_CORE_HEADERS, *headers], functions=wanted)
 
 
