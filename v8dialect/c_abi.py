@@ -146,10 +146,6 @@ def _field(node: object, name: str) -> Any:
     return getattr(node, name)
 
 
-def _names(node: object) -> list[str]:
-    return [str(n) for n in _field(node, "names")]
-
-
 def render_type(node: object) -> str:
     """A declarator's type as C text: 'const float *', 'int64_t', 'v8_threadpool *'."""
     if isinstance(node, c_ast.PtrDecl | c_ast.ArrayDecl):
@@ -160,7 +156,7 @@ def render_type(node: object) -> str:
         quals: list[str] = list(_field(node, "quals"))
         return " ".join([*quals, render_type(_field(node, "type"))])
     if isinstance(node, c_ast.IdentifierType):
-        return " ".join(_names(node))
+        return " ".join(str(n) for n in _field(node, "names"))
     if isinstance(node, c_ast.Struct | c_ast.Enum):
         kind = "struct" if isinstance(node, c_ast.Struct) else "enum"
         return f"{kind} {_field(node, 'name')}"
@@ -296,10 +292,13 @@ def _parse_cached(headers: tuple[Path, ...], include_dirs: tuple[Path, ...]) -> 
     return read_ast(ast)
 
 
+def _dirs(include_dirs: Sequence[Path]) -> tuple[Path, ...]:
+    return tuple(Path(d) for d in include_dirs) or default_include_dirs()
+
+
 def parse_headers(headers: Sequence[str | Path], include_dirs: Sequence[Path] = ()) -> CAbi:
     """The ABI a header set declares (headers relative to the include dirs, or absolute)."""
-    dirs = tuple(Path(d) for d in include_dirs) or default_include_dirs()
-    return _parse_cached(tuple(resolve_header(h, dirs) for h in headers), dirs)
+    return _parse_cached(tuple(resolve_header(h, _dirs(include_dirs)) for h in headers), _dirs(include_dirs))
 
 
 FunctionFilter = Collection[str] | Callable[[str], bool] | None
@@ -331,10 +330,9 @@ def cdef_for(headers: Sequence[str | Path], functions: FunctionFilter = None,
 
 def declared_in(header: str | Path, include_dirs: Sequence[Path] = ()) -> list[str]:
     """The functions `header` itself declares (not those of the headers it includes)."""
-    dirs = tuple(Path(d) for d in include_dirs) or default_include_dirs()
-    path = resolve_header(header, dirs)
-    functions = parse_headers([path], dirs).functions.values()
-    return [f.name for f in functions if Path(f.where.rsplit(":", 1)[0]).resolve() == path.resolve()]
+    path = resolve_header(header, _dirs(include_dirs)).resolve()
+    functions = parse_headers([path], include_dirs).functions.values()
+    return [f.name for f in functions if Path(f.where.rsplit(":", 1)[0]).resolve() == path]
 
 
 def constants(headers: Sequence[str | Path], include_dirs: Sequence[Path] = ()) -> dict[str, int]:
