@@ -34,8 +34,16 @@ TREE_AVX512FP16 = "avx512fp16_f16x32x4"  # 4 accumulators x 32 fp16 lanes, fp16 
 # the *_fp32_dot contracts on an AVX512-FP16 CPU: TREE_AVX512 scores, fp16-lane value updates
 TREE_AVX512FP16_VALUES = "avx512fp16_values_f32x16x4_dot"
 TREES = (TREE_AVX2, TREE_AVX512, TREE_AVX512FP16, TREE_AVX512FP16_VALUES)
-# the C enum's numbering (v8_attention.h: V8_ATTN_TREE_*)
-TREE_OF_ID = {1: TREE_AVX2, 2: TREE_AVX512, 3: TREE_AVX512FP16, 4: TREE_AVX512FP16_VALUES}
+
+
+def tree_of_id() -> dict[int, str]:
+    """The tree each V8_ATTN_TREE_* value of v8_attention.h names (read from the header; the
+    import is here because the AVX2-ggml interpreter imports this module without v8dialect)."""
+    from v8dialect.c_abi import constants
+    c = constants(["attention/v8_attention.h"])
+    return {c["V8_ATTN_TREE_AVX2_F32X8X4"]: TREE_AVX2, c["V8_ATTN_TREE_AVX512_F32X16X4"]: TREE_AVX512,
+            c["V8_ATTN_TREE_AVX512FP16_F16X32X4"]: TREE_AVX512FP16,
+            c["V8_ATTN_TREE_AVX512FP16_VALUES_F32X16X4_DOT"]: TREE_AVX512FP16_VALUES}
 
 
 def expf(x: float) -> float:

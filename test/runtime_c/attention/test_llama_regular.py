@@ -19,6 +19,7 @@ from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
 _V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
 V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
 CONTRACT = "fp32_llama_regular"
 PROVIDER = "attn_llama_regular_f16kv"
@@ -43,7 +44,7 @@ def case(shape):
 @functools.cache
 def oracle(shape):
     st, out = runner().run("ref", case(shape))
-    assert st == 0
+    assert st == V8_OK
     return out
 
 

@@ -53,6 +53,7 @@ F32 = np.float32
 
 # V8_CPU_* bits: AVX2 | FMA | F16C is an AVX2-only host; bit 8 is AVX512-BF16
 _V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
 # a selector of the fp32 ggml linear provider, not of this one
 LINEAR_GGML_SELECTOR = constants(["linear_ggml/v8_linear_ggml.h"])["V8_LINEAR_FP32_GGML_16_LANE_MUL_MAT"]
 AVX2_ONLY = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"]
@@ -117,7 +118,7 @@ def call(mod: ModuleType, fn: str, sel: str, w: np.ndarray, x: np.ndarray,
     if pool is not None:
         args.insert(0, pool)
     st = getattr(mod.lib, fn)(*args)
-    assert st == 0, mod.ffi.string(mod.lib.v8_status_name(st))
+    assert st == V8_OK, mod.ffi.string(mod.lib.v8_status_name(st))
     return y
 
 

@@ -78,6 +78,7 @@ F32 = np.float32
 
 # V8_CPU_* bits: AVX2 | FMA | F16C is an AVX2-only host
 _V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
 AVX2_ONLY = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"]
 VARIANTS = {"avx512": 0xFFFFFFFF, "avx2": AVX2_ONLY, "scalar": 0}
 
@@ -141,7 +142,7 @@ def call(mod: ModuleType, fn: str, sel: str, w: np.ndarray, x: np.ndarray,
     if pool is not None:
         args.insert(0, pool)
     st = getattr(mod.lib, fn)(*args)
-    assert st == 0, mod.ffi.string(mod.lib.v8_status_name(st))
+    assert st == V8_OK, mod.ffi.string(mod.lib.v8_status_name(st))
     return y
 
 

@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 from ops_specs import fptr
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 F32 = np.float32
 CONTRACT, PROVIDER = "scale_fp32_multiply", "scale_fp32"
 WORKERS = (1, 2, 3, 4, 8)
@@ -55,7 +57,7 @@ def test_oracle_matches_numpy(ops: ModuleType, evidence: Callable[..., Any]) -> 
             st, y = call(ops, "v8_scale_f32_ref", x, factor)
             with np.errstate(over="ignore", under="ignore"):
                 model = (x * F32(factor)).astype(F32)
-            if st != 0 or not np.array_equal(bits(y), bits(model)):
+            if st != V8_OK or not np.array_equal(bits(y), bits(model)):
                 bad.append(f"n{n}/f{factor}")
     evidence(Rung.ORACLE, not bad, contract=CONTRACT, provider=PROVIDER, backend="numpy_float32",
              failures=bad)
@@ -70,15 +72,15 @@ def test_production_and_threadpool_equal_oracle(ops: ModuleType, pools: dict[int
             x = values(n, n + 1)
             _, ref = call(ops, "v8_scale_f32_ref", x, factor)
             st, prod = call(ops, "v8_scale_f32", x, factor)
-            if st != 0 or not np.array_equal(bits(prod), bits(ref)):
+            if st != V8_OK or not np.array_equal(bits(prod), bits(ref)):
                 bad["production"].append(f"n{n}/f{factor}")
             inplace = x.copy()
             st, _ = call(ops, "v8_scale_f32", inplace, factor, out=inplace)
-            if st != 0 or not np.array_equal(bits(inplace), bits(ref)):
+            if st != V8_OK or not np.array_equal(bits(inplace), bits(ref)):
                 bad["production"].append(f"in-place n{n}/f{factor}")
             for w in WORKERS:
                 st, got = call(ops, "v8_scale_f32_parallel_dispatch", x, factor, pools[w])
-                if st != 0 or not np.array_equal(bits(got), bits(ref)):
+                if st != V8_OK or not np.array_equal(bits(got), bits(ref)):
                     bad["threadpool"].append(f"n{n}/f{factor}/w{w}")
     evidence(Rung.PRODUCTION, not bad["production"], contract=CONTRACT, provider=PROVIDER,
              failures=bad["production"])

@@ -44,6 +44,7 @@ MAP_Q5_GEMV = "q5_k_x_q8_k_gemv"
 MAP_Q5_GEMM = "q5_k_x_q8_k_gemm"
 
 _V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
 V8_CPU_AVX2 = _V8["V8_CPU_AVX2"]
 V8_CPU_FMA = _V8["V8_CPU_FMA"]
 V8_CPU_F16C = _V8["V8_CPU_F16C"]
@@ -96,7 +97,7 @@ class QL(ProviderModule):
               **{f: getattr(self.lib, f"v8_quantize_{f}_ref") for f in Q0_BLOCK_BYTES}}[fmt]
         st = fn(self.ptr(np.ascontiguousarray(x, dtype=np.float32), "float *"),
                 self.ptr(out, "void *"), rows, k)
-        assert st == 0, st
+        assert st == V8_OK, st
         return out
 
     def dequantize_q8_k(self, a: np.ndarray, k: int) -> np.ndarray:

@@ -22,6 +22,7 @@ from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 from v8dialect.evidence import Outcome, Rung
 
 _V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
 V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
 V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
 PROVIDER = "embedding_quant"
@@ -108,14 +109,14 @@ def test_embedding_matches_llama_cpp_get_rows(fmt: str, eq: ModuleType, pools: d
         ids = np.concatenate([np.arange(N_VOCAB), rng.integers(0, N_VOCAB, 40)]).astype(np.int32)
         ref = ggml.get_rows(table, fmt, ids, dim, threads=2)
         st, oracle = run(eq, "v8_embedding_quant_ref", fmt, table, ids, dim)
-        assert st == 0
+        assert st == V8_OK
         row: dict[str, int] = {"values": int(oracle.size), "oracle_vs_ggml": differing(oracle, ref)}
         st, prod = run(eq, "v8_embedding_quant", fmt, table, ids, dim)
-        assert st == 0
+        assert st == V8_OK
         row["production_vs_oracle"] = differing(prod, oracle)
         for workers, pool in pools.items():
             st, par = run(eq, "v8_embedding_quant_parallel_dispatch", fmt, table, ids, dim, pool)
-            assert st == 0
+            assert st == V8_OK
             row[f"threadpool_{workers}_vs_oracle"] = differing(par, oracle)
         figures[str(dim)] = row
     ext_ok = all(r["oracle_vs_ggml"] == 0 for r in figures.values())
@@ -217,7 +218,7 @@ def test_scaled_embedding_oracle_matches_numpy_model(fmt: str, eq: ModuleType, g
         for scale in scales_for(dim):
             st, oracle = run_scaled(eq, "v8_embedding_quant_scaled_ref", fmt, table, ids, dim,
                                     scale)
-            assert st == 0
+            assert st == V8_OK
             model = numpy_scaled_rows(fmt, table, ids, dim, scale)
             figures[f"{dim}@{float(scale):.9g}"] = differing(oracle, model)
             # the scale is applied: the rows differ from the unscaled ones wherever not 0
@@ -241,15 +242,15 @@ def test_scaled_embedding_matches_llama_cpp_get_rows_scale(
             ref = ggml.get_rows(table, fmt, ids, dim, threads=2, scale=float(scale))
             st, oracle = run_scaled(eq, "v8_embedding_quant_scaled_ref", fmt, table, ids, dim,
                                     scale)
-            assert st == 0
+            assert st == V8_OK
             row = {"values": int(oracle.size), "oracle_vs_ggml": differing(oracle, ref)}
             st, prod = run_scaled(eq, "v8_embedding_quant_scaled", fmt, table, ids, dim, scale)
-            assert st == 0
+            assert st == V8_OK
             row["production_vs_oracle"] = differing(prod, oracle)
             for workers, pool in pools.items():
                 st, par = run_scaled(eq, "v8_embedding_quant_scaled_parallel_dispatch", fmt,
                                      table, ids, dim, scale, pool)
-                assert st == 0
+                assert st == V8_OK
                 row[f"threadpool_{workers}_vs_oracle"] = differing(par, oracle)
             figures[f"{dim}@{float(scale):.9g}"] = row
     ext_ok = all(r["oracle_vs_ggml"] == 0 for r in figures.values())

@@ -14,9 +14,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/runtime_c: 
 from cffi_module import ProviderModule  # noqa: E402
 from qr_support import ALL_FEATURES, AVX2_ONLY, NO_VNNI, V8_CPU_AVX512VNNI
 
-from v8dialect.c_abi import declared_in
+from v8dialect.c_abi import constants, declared_in
 from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 QK = 32
 Q40_BYTES = 18
 
@@ -101,7 +102,7 @@ class QR0(ProviderModule):
                                        self.ptr(y, "float *"), self.ptr(w, "void *"),
                                        self.ptr(x, "float *"), self.ffi.NULL, m, n, k,
                                        self.ptr(scratch, "void *"), size)
-        assert st == 0
+        assert st == V8_OK
         return y
 
     def quantize_ref(self, w: np.ndarray) -> np.ndarray:

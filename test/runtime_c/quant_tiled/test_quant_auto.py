@@ -24,6 +24,7 @@ from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 from v8dialect.evidence import Outcome, Rung
 
 _V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
 V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
 V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
 V8_ERR_BAD_THREADING = _V8["V8_ERR_BAD_THREADING"]
@@ -111,7 +112,7 @@ def test_external_vs_llamacpp_by_rows(qa: QA, weights: Any, ggml_ops: Any, evide
     for m in ROWS:
         x = make_activation(m, k, 4000 + 7 * m + n)
         results = {v: qa.call(fmt, "auto_gemm", v, w, x) for v in ("ref", "prod", "pool")}
-        assert all(st == 0 for st, _ in results.values()), {v: st for v, (st, _) in results.items()}
+        assert all(st == V8_OK for st, _ in results.values()), {v: st for v, (st, _) in results.items()}
         for threads in (1, 2):
             y_g = ggml_ops.mul_mat(w, fmt, x, k, threads=threads)
             for variant, (_, y) in results.items():
@@ -143,7 +144,7 @@ def test_routes_to_the_part_the_rows_select(qa: QA, weights: Any, evidence: Any,
             same, total = bitexact(y, y_p)
             same_o, _ = bitexact(y, y_o)
             detail[f"m{m}_{variant}"] = f"{part_for(m)} {same}/{total}, {other} {same_o}/{total}"
-            ok = ok and st == 0 and st_p == 0 and same == total
+            ok = ok and st == V8_OK and st_p == V8_OK and same == total
     evidence(Rung.ORACLE, ok, contract=CONTRACT[fmt], provider=PROVIDER[fmt], check="composite_rule",
              shape=f"{n}x{k}", threshold=THRESHOLD, bias=True, **detail)
     assert ok, detail
@@ -162,7 +163,7 @@ def test_production_and_threadpool_vs_oracle(qa: QA, weights: Any, evidence: Any
         for m in ROWS:
             x = make_activation(m, k, 300 + m)
             st, y_ref = qa.call(fmt, "auto_gemm", "ref", w, x, bias=bias)
-            assert st == 0
+            assert st == V8_OK
             for isa, mask in qa.isas():
                 qa.lib.v8_cpu_restrict(mask)
                 assert ISA_NAMES[qa.lib.v8_cpu_best_isa()] == isa
