@@ -90,6 +90,14 @@ def test_every_public_header_gives_a_cdef_cffi_accepts(header: str) -> None:
     assert ffi.typeof("v8_status") is not None
 
 
+def test_intrinsics_and_system_headers_are_never_read(tmp_path: Path) -> None:
+    header = write_header(tmp_path, "#include <immintrin.h>\n#include <math.h>\nint f(int a);")
+    assert list(c_abi.parse_headers([header]).functions) == ["f"]
+    vector = write_header(tmp_path, "#include <immintrin.h>\n__m256 g(__m256 a);", "vector.h")
+    with pytest.raises(c_abi.CAbiError, match="cannot parse"):
+        c_abi.parse_headers([vector])
+
+
 def test_a_constant_divided_by_zero_is_reported(tmp_path: Path) -> None:
     with pytest.raises(c_abi.CAbiError, match="division by zero"):
         c_abi.parse_headers([write_header(tmp_path, "enum { A = 1 / 0 };")])
