@@ -3,8 +3,9 @@
 A map (``*.kmap.json``, schema ``v8.kernel_map/1``) sits beside the C it
 describes.  See runtime_c/README.md for the fields.  Loading checks the schema
 and vocabularies, that ids are unique, that every contract exists in the
-registry, that every function and selector constant is declared in the
-map's header, and that each work partition's reduction-order effect agrees
+registry, that every bound function is declared in the map's header with the
+map's ABI and every selector is an enum constant of it (``c_abi`` parses the
+header), and that each work partition's reduction-order effect agrees
 with the partition of the contracts the map delivers.
 """
 
@@ -302,9 +303,10 @@ def _check_prototype(kmap: KernelMap, abi: c_abi.CAbi, role: str, where: Node) -
 def _check_scratch_prototype(kmap: KernelMap, abi: c_abi.CAbi, node: Node) -> None:
     """The scratch-size function takes the map's scratch args, in order, and returns size_t."""
     function = _declared(kmap, abi, kmap.scratch_function, node.child("function"))
-    names = tuple(p.name or kmap.scratch_args[i] if i < len(kmap.scratch_args) else p.name
-                  for i, p in enumerate(function.params))
-    if not c_abi.same_ctype(function.returns, "size_t") or names != kmap.scratch_args:
+    names = [p.name for p in function.params]  # an unnamed parameter matches any name
+    takes_args = len(names) == len(kmap.scratch_args) and all(
+        not name or name == arg for name, arg in zip(names, kmap.scratch_args, strict=True))
+    if not c_abi.same_ctype(function.returns, "size_t") or not takes_args:
         raise node.error(f"'{function.name}' is declared at {function.where} as "
                          f"{function.prototype()}; the map's scratch says size_t "
                          f"{function.name}({', '.join(kmap.scratch_args)})")
