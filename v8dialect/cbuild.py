@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from v8dialect.c_abi import FunctionFilter, cdef_for, parse_headers
 from v8dialect.paths import runtime_c_dir, runtime_include_dir
 
 # Baseline flags: no -march, so the objects run on any x86-64; ISA-specific
@@ -31,26 +32,24 @@ RUNTIME_CORE_SOURCES: tuple[str, ...] = (
     "core/threadpool.c",
 )
 
-RUNTIME_CORE_CDEF = """
-typedef enum v8_status { V8_OK = 0, V8_ERR_NULL_ARGUMENT = 1, V8_ERR_BAD_DIMENSION = 2,
-    V8_ERR_UNKNOWN_SELECTOR = 3, V8_ERR_BAD_THREADING = 4, V8_ERR_NO_MEMORY = 5,
-    V8_ERR_UNSUPPORTED_ISA = 6 } v8_status;
-const char *v8_status_name(v8_status status);
-float v8_f16_to_f32(uint16_t h);
-uint16_t v8_f32_to_f16(float f);
-float v8_round_f16(float f);
-float v8_bf16_to_f32(uint16_t b);
-uint16_t v8_f32_to_bf16(float f);
-void v8_f16_to_f32_array(const uint16_t *src, float *dst, size_t n);
-void v8_f32_to_f16_array(const float *src, uint16_t *dst, size_t n);
-unsigned v8_cpu_features(void);
-void v8_cpu_restrict(unsigned mask);
-int v8_cpu_best_isa(void);
-typedef struct v8_threadpool v8_threadpool;
-v8_threadpool *v8_threadpool_create(int n_workers);
-void v8_threadpool_destroy(v8_threadpool *pool);
-int v8_threadpool_workers(const v8_threadpool *pool);
-"""
+RUNTIME_CORE_HEADERS: tuple[str, ...] = ("v8_runtime.h",)
+
+
+def runtime_cdef(*headers: str, functions: FunctionFilter = None) -> str:
+    """cffi declarations read from runtime_c headers: the runtime core's, then every enum and
+    type of `headers` and the prototypes `functions` selects (all when None; a name that no
+    header declares is an error)."""
+    core = set(parse_headers(RUNTIME_CORE_HEADERS).functions)
+    selected = functions
+
+    def core_or_selected(name: str) -> bool:
+        return name in core or (callable(selected) and selected(name))
+
+    if functions is None or callable(functions):
+        wanted: FunctionFilter = functions and core_or_selected
+    else:
+        wanted = {*core, *functions}
+    return cdef_for([*RUNTIME_CORE_HEADERS, *headers], functions=wanted)
 
 
 def sanitize_flags() -> tuple[str, ...]:
@@ -152,5 +151,5 @@ def _import(module_name: str, path: Path) -> ModuleType:
 
 def runtime_core() -> ModuleType:
     """The runtime foundations alone (fp16, CPU features, threadpool)."""
-    return build(CBuild(name="v8_runtime_core", cdef=RUNTIME_CORE_CDEF,
+    return build(CBuild(name="v8_runtime_core", cdef=runtime_cdef(),
                         source='#include "v8_runtime.h"\n'))

@@ -3,8 +3,9 @@
 A map (``*.kmap.json``, schema ``v8.kernel_map/1``) sits beside the C it
 describes.  See runtime_c/README.md for the fields.  Loading checks the schema
 and vocabularies, that ids are unique, that every contract exists in the
-registry, that every function and selector constant is declared in the
-map's header, and that each work partition's reduction-order effect agrees
+registry, that every bound function is declared in the map's header with the
+map's ABI and every selector is an enum constant of it (``c_abi`` parses the
+header), and that each work partition's reduction-order effect agrees
 with the partition of the contracts the map delivers.
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
-from v8dialect import vocab
+from v8dialect import c_abi, vocab
 from v8dialect.contracts import ContractRegistry
 from v8dialect.jsondata import DataError, Node, root
 from v8dialect.paths import runtime_c_dir
@@ -246,32 +247,69 @@ def _check_threading(kmap: KernelMap, node: Node) -> None:
 # ---- cross checks --------------------------------------------------------------
 
 
-_COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
-
-
 def check_header(kmap: KernelMap, node: Node, maps_root: Path) -> None:
-    """Every bound function and selector constant must be declared in the map's header."""
+    """The map's header declares every bound function with the map's ABI, and every selector."""
     if kmap.emission != "call":
         return
     header = maps_root / kmap.header
     if not header.is_file():
         raise node.child("header").error(f"header '{kmap.header}' not found under {maps_root}")
-    text = _COMMENTS.sub(" ", header.read_text(encoding="utf-8"))
-    named = dict(kmap.functions)
+    try:
+        abi = c_abi.parse_headers([header.resolve()], (maps_root.resolve(), *c_abi.default_include_dirs()))
+    except c_abi.CAbiError as e:
+        raise node.child("header").error(str(e)) from e
+    for role in kmap.functions:
+        _check_prototype(kmap, abi, role, node.child("functions").child(role))
     if kmap.scratch_function:
-        named["scratch"] = kmap.scratch_function
-    for role, name in named.items():
-        if not re.search(rf"\b{re.escape(name)}\s*\(", text):
-            where = node.child("scratch").child("function") if role == "scratch" else (
-                node.child("functions").child(role))
-            raise where.error(f"function '{name}' is not declared in {kmap.header}")
+        _check_scratch_prototype(kmap, abi, node.child("scratch"))
+    constants = abi.constants
     for i, selector in enumerate(kmap.selectors.values()):
-        if not re.search(rf"\b{re.escape(selector)}\b", text):
+        if selector not in constants:
             raise node.child("contracts").child(i).child("selector").error(
                 f"selector constant '{selector}' is not defined in {kmap.header}")
     for source in kmap.sources:
         if not (maps_root / source).is_file():
             raise node.child("sources").error(f"source '{source}' not found under {maps_root}")
+
+
+def _declared(kmap: KernelMap, abi: c_abi.CAbi, name: str, where: Node) -> c_abi.CFunction:
+    function = abi.functions.get(name)
+    if function is None:
+        raise where.error(f"function '{name}' is not declared in {kmap.header}")
+    return function
+
+
+def _check_prototype(kmap: KernelMap, abi: c_abi.CAbi, role: str, where: Node) -> None:
+    """The prototype takes the ABI's arguments (the pool first for a threadpool function)."""
+    function = _declared(kmap, abi, kmap.function(role), where)
+    expected = [("pool", "v8_threadpool *")] if role == "threadpool" else []
+    expected += [(a.name, a.ctype) for a in kmap.abi_args]
+    declared = f"declared at {function.where} as {function.prototype()}"
+    if not c_abi.same_ctype(function.returns, kmap.abi_returns):
+        raise where.error(f"'{function.name}' returns {function.returns}, the map's abi says "
+                          f"{kmap.abi_returns} ({declared})")
+    if len(function.params) != len(expected):
+        raise where.error(f"'{function.name}' takes {len(function.params)} arguments, the map's abi "
+                          f"{len(expected)} ({declared})")
+    for i, (param, (name, ctype)) in enumerate(zip(function.params, expected, strict=True)):
+        arg = f"argument {i + 1} of '{function.name}'"
+        if not c_abi.same_ctype(param.ctype, ctype):
+            raise where.error(f"{arg} is {c_abi.declarator(param.ctype, param.name)}, the map's abi "
+                              f"says {c_abi.declarator(ctype, name)} ({declared})")
+        if param.name and param.name != name and not (role == "threadpool" and i == 0):
+            raise where.error(f"{arg} is named '{param.name}', the map's abi says '{name}' ({declared})")
+
+
+def _check_scratch_prototype(kmap: KernelMap, abi: c_abi.CAbi, node: Node) -> None:
+    """The scratch-size function takes the map's scratch args, in order, and returns size_t."""
+    function = _declared(kmap, abi, kmap.scratch_function, node.child("function"))
+    names = [p.name for p in function.params]  # an unnamed parameter matches any name
+    takes_args = len(names) == len(kmap.scratch_args) and all(
+        not name or name == arg for name, arg in zip(names, kmap.scratch_args, strict=True))
+    if not c_abi.same_ctype(function.returns, "size_t") or not takes_args:
+        raise node.error(f"'{function.name}' is declared at {function.where} as "
+                         f"{function.prototype()}; the map's scratch says size_t "
+                         f"{function.name}({', '.join(kmap.scratch_args)})")
 
 
 def check_contracts(kmap: KernelMap, node: Node, registry: ContractRegistry) -> None:

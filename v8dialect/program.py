@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 
-from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild
+from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, runtime_cdef
 from v8dialect.cbuild import build as compile_extension
 from v8dialect.dialect import V8
 from v8dialect.ir_types import array_items
@@ -269,7 +269,7 @@ def build(module: ModuleOp | str, *, kernel_maps: str | None = None, registry: s
                                      or () if isinstance(s, StringAttr)]
     spec = CBuild(
         name=name,
-        cdef=RUNTIME_CORE_CDEF + "".join(p.cdef() for p in phases.values()),
+        cdef=runtime_cdef() + "".join(p.cdef() for p in phases.values()),
         source=c_source,
         runtime_sources=RUNTIME_CORE_SOURCES,
         extra_sources=tuple(Path(s) for s in kernel_sources),

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+from v8dialect.c_abi import constants, declared_in, parse_headers
+from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 from v8dialect.contracts import ContractRegistry
 from v8dialect.evidence import entries
 from v8dialect.evidence_gate import LedgerIndex, problems
@@ -33,49 +34,25 @@ RUNTIME = runtime_c_dir()
 QUANT_SOURCES = ("quant/q_formats.c", "quant/q_dot_ref.c", "quant/q_linear.c")
 ONLINE_SOURCES = ("attention/online.c",)
 
-V8_OK, V8_ERR_UNKNOWN_SELECTOR = 0, 3
-AVX2_MASK = 0x7  # AVX2 | FMA | F16C: the AVX2 variant on any host that has it
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
+# the AVX2 variant on any host that has it
+AVX2_MASK = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"]
 ALL_FEATURES = 0xFFFFFFFF
 
-# ---- C declarations as cffi reads them -------------------------------------------------
+# the parameter lists staged wrappers share with the packaged kernels they stand in for
+ATTN_ARGS = parse_headers(["attention/v8_attention.h"]).functions["v8_attn_online_split"].parameters()
+GEMV_ARGS = parse_headers(["quant/v8_quant.h"]).functions["v8_q4_k_gemv"].parameters()
 
-ATTN_ARGS = ("int contract, float *out, const float *q, const void *k, const void *v, "
-             "int64_t n_q, int64_t n_head, int64_t n_head_kv, int64_t head_dim, int64_t kv_len, "
-             "int64_t kv_capacity, int64_t q_pos0, int causal, int64_t window, float scale, "
-         "void *scratch, "
-             "size_t scratch_bytes")
-ATTN_CDEF = f"""
-enum {{ V8_ATTN_F16_ONLINE_SINGLE_RANGE = 4, V8_ATTN_F16_ONLINE_FP32_MERGE = 6 }};
-enum {{ V8_ATTN_TREE_AVX2_F32X8X4 = 1, V8_ATTN_TREE_AVX512_F32X16X4 = 2,
-        V8_ATTN_TREE_AVX512FP16_F16X32X4 = 3 }};
-int v8_attn_online_dot_tree(void);
-size_t v8_attn_online_f16kv_scratch_bytes(int64_t, int64_t, int64_t, int);
-size_t v8_attn_online_split_scratch_bytes(int64_t, int64_t, int64_t, int);
-v8_status v8_attn_online_f16kv_ref({ATTN_ARGS});
-v8_status v8_attn_online_f16kv({ATTN_ARGS});
-v8_status v8_attn_online_f16kv_parallel_dispatch(v8_threadpool *pool, {ATTN_ARGS});
-v8_status v8_attn_online_split_ref({ATTN_ARGS});
-v8_status v8_attn_online_split({ATTN_ARGS});
-v8_status v8_attn_online_split_parallel_dispatch(v8_threadpool *pool, {ATTN_ARGS});
-v8_status v8_attn_online_split_ref_workers(int n_workers, {ATTN_ARGS});
-"""
+# ---- what cffi declares: the headers' own prototypes, by name -------------------------
 
-GEMV_ARGS = ("int contract, float *y, const void *w, const float *x, const float *bias, "
-             "int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
-SPLIT_ARGS = ("int contract, float *y, const void *w, const float *x, const float *bias, "
-              "int64_t n, int64_t k, int64_t parts, void *scratch, size_t scratch_bytes")
-QUANT_CDEF = f"""
-enum {{ V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER = 1, V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER = 2,
-        V8_QL_Q4_K_X_Q8_K_FP32_SPLIT_K_ASCENDING_MERGE = 3 }};
-v8_status v8_quantize_q4_k_ref(const float *x, void *y, int64_t rows, int64_t k);
-size_t v8_ql_gemv_scratch_bytes(int64_t k);
-size_t v8_ql_split_k_scratch_bytes(int64_t n, int64_t k, int64_t parts);
-v8_status v8_q4_k_gemv_ref({GEMV_ARGS});
-v8_status v8_q4_k_gemv({GEMV_ARGS});
-v8_status v8_q4_k_gemv_parallel_dispatch(v8_threadpool *pool, {GEMV_ARGS});
-v8_status v8_q4_k_gemv_split_k_ref({SPLIT_ARGS});
-v8_status v8_q4_k_gemv_split_k_parallel_dispatch(v8_threadpool *pool, {SPLIT_ARGS});
-"""
+# online.c defines every function v8_attention.h declares
+ATTN_FUNCTIONS = tuple(declared_in("attention/v8_attention.h"))
+# the quant/v8_quant.h functions QUANT_SOURCES define that the regressions call
+QUANT_FUNCTIONS = ("v8_quantize_q4_k_ref", "v8_ql_gemv_scratch_bytes", "v8_ql_split_k_scratch_bytes",
+                   "v8_q4_k_gemv_ref", "v8_q4_k_gemv", "v8_q4_k_gemv_parallel_dispatch",
+                   "v8_q4_k_gemv_split_k_ref", "v8_q4_k_gemv_split_k_parallel_dispatch")
 
 
 # ---- staging a provider: header copy, wrapper source, kernel map ------------------------
@@ -133,11 +110,13 @@ def serial_only(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def build_wrappers(name: str, cdef: str, includes: Sequence[str], prototypes: str,
+def build_wrappers(name: str, functions: Sequence[str], includes: Sequence[str], prototypes: str,
                    sources: Sequence[Path], packaged: Sequence[str]) -> ModuleType:
-    """The packaged kernels plus the staged wrapper sources, through cffi."""
+    """The packaged kernels (the `functions` of the included headers) plus the staged wrapper
+    sources, through cffi."""
     source = "".join(f'#include "{h}"\n' for h in includes) + prototypes
-    return build(CBuild(name=name, cdef=RUNTIME_CORE_CDEF + cdef + prototypes, source=source,
+    cdef = runtime_cdef(*includes, functions=functions) + prototypes
+    return build(CBuild(name=name, cdef=cdef, source=source,
                         runtime_sources=RUNTIME_CORE_SOURCES + tuple(packaged),
                         extra_sources=tuple(sources)))
 
@@ -297,7 +276,7 @@ def stage_single_via_split(root: Path, partition: dict[str, str]) -> dict[str, A
 
 
 def build_single_via_split(root: Path, name: str = "v8_regress_single_via_split") -> Kernels:
-    return Kernels(build_wrappers(name, ATTN_CDEF, ["attention/v8_attention.h"],
+    return Kernels(build_wrappers(name, ATTN_FUNCTIONS, ["attention/v8_attention.h"],
                                   SINGLE_VIA_SPLIT_PROTOTYPES, [root / SINGLE_VIA_SPLIT_C],
                                   ONLINE_SOURCES))
 

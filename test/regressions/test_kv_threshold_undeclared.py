@@ -104,7 +104,7 @@ def test_undeclared_threshold_fails_threadpool_vs_oracle_from_extent_512(
         # the same kernel against the oracle of the contract that declares the threshold
         st_r, chunked = kern.attention("v8_attn_online_split_ref_workers", merge, q, k, v, HKV, kv,
                                        kv - 1, WORKERS)
-        assert st_r == 0
+        assert st_r == S.V8_OK
         declared[kv] = S.differing(chunked, pooled)
         evidence(Rung.THREADPOOL, claimed[kv] == 0, contract=SINGLE, provider=S.SINGLE_VIA_SPLIT_ID,
                  partition="independent_heads", workers=WORKERS, kv=kv,

@@ -23,12 +23,14 @@ from typing import Any
 import pytest
 import regress_support as S
 
+from v8dialect.c_abi import constants
 from v8dialect.contracts import load_registry
 from v8dialect.evidence import Rung
 from v8dialect.evidence_gate import earned_provider_status
 from v8dialect.jsondata import DataError
 from v8dialect.kernel_maps import load_kernel_maps
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 BLOCK_ORDER = "q4_k_x_q8_k_fp32_block_order"
 SPLIT_K = "q4_k_x_q8_k_fp32_split_k_ascending_merge"
 WRAPPER_ID = "regress.q4_k_gemv_split_by_workers"
@@ -111,7 +113,7 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, S.K
     doc["functions"]["threadpool"] = "v8_regress_q4_k_gemv_split_by_workers"
     S.write_map(root, doc)
     kern = S.Kernels(S.build_wrappers(
-        "v8_regress_split_by_workers", S.QUANT_CDEF, ["quant/v8_quant.h"], PROTOTYPES,
+        "v8_regress_split_by_workers", S.QUANT_FUNCTIONS, ["quant/v8_quant.h"], PROTOTYPES,
         [root / "quant/regress_split_by_workers.c"], S.QUANT_SOURCES))
     yield root, kern
     kern.close()
@@ -128,13 +130,13 @@ def test_worker_dependent_bits_fail_threadpool_vs_oracle(
     sel = kern.lib.V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER
     st, oracle = kern.gemv(kmap.function("oracle"), sel, w, x,
                            scratch_bytes=int(kern.lib.v8_ql_gemv_scratch_bytes(K)))
-    assert st == 0
+    assert st == V8_OK
     scratch_fn = getattr(kern.lib, kmap.scratch_function)
     differing: dict[int, int] = {}
     for workers in WORKERS:
         st, pooled = kern.gemv(kmap.function("threadpool"), sel, w, x, kern.pool(workers),
                                scratch_bytes=int(scratch_fn(N, K, workers)))
-        assert st == 0
+        assert st == V8_OK
         differing[workers] = S.differing(oracle, pooled)
     ok = not any(differing.values())
     evidence(Rung.THREADPOOL, ok, contract=BLOCK_ORDER, provider=WRAPPER_ID,

@@ -114,7 +114,7 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Staged]:
     # the loader accepts all four maps: nothing static distinguishes the wrong wrappers
     maps = load_kernel_maps(load_registry(), [root])
     mod = S.build_wrappers(
-        "v8_regress_wrong_wrapper", S.QUANT_CDEF + S.ATTN_CDEF,
+        "v8_regress_wrong_wrapper", S.QUANT_FUNCTIONS + S.ATTN_FUNCTIONS,
         ["quant/v8_quant.h", "attention/v8_attention.h"], QUANT_PROTOTYPES + ATTN_PROTOTYPES,
         [root / "quant/regress_wrong_wrapper.c", root / "attention/regress_wrong_tree.c"],
         S.QUANT_SOURCES + S.ONLINE_SOURCES)

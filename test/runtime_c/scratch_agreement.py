@@ -12,7 +12,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-V8_OK, V8_ERR_BAD_DIMENSION = 0, 2
+from v8dialect.c_abi import constants
+
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
 GUARD = 64                  # pattern bytes after the scratch size, must stay intact
 PATTERN = 0xA5
 ROOMY = 4096                # extra bytes for the reference call

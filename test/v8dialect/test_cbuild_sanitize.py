@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from v8dialect.cbuild import RUNTIME_CORE_CDEF, CBuild, sanitize_flags
+from v8dialect.cbuild import CBuild, runtime_cdef, sanitize_flags
 
 
 def test_sanitize_flags_and_cache_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = CBuild(name="probe", cdef=RUNTIME_CORE_CDEF, source='#include "v8_runtime.h"\n')
+    spec = CBuild(name="probe", cdef=runtime_cdef(), source='#include "v8_runtime.h"\n')
     monkeypatch.delenv("V8_SANITIZE", raising=False)
     assert sanitize_flags() == ()
     plain = spec.digest()

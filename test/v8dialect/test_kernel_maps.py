@@ -153,3 +153,91 @@ def test_dtype_role_set_is_the_ops(tmp_path: Path) -> None:
     error = rejected(tmp_path, "rmsnorm.kmap.json", edit)
     assert error.json_path == "$.dtypes"
     assert "unknown field 'scale'" in error.message
+
+
+# ---- maps against the prototypes their header declares --------------------------------
+
+
+def rejected_with_header(tmp_path: Path, old: str, new: str,
+                         edit: Callable[[Doc], None] = lambda doc: None) -> DataError:
+    """The rmsnorm fixture map against a fixture header whose text has `old` replaced."""
+    folder = staged(tmp_path, "rmsnorm.kmap.json", edit)
+    header = folder / "include" / "fixture.h"
+    text = header.read_text()
+    assert old in text
+    header.write_text(text.replace(old, new))
+    with pytest.raises(DataError) as info:
+        load_kernel_maps(load_registry(), [folder])
+    return info.value
+
+
+# (header text, its replacement, where the loader points, what it says)
+HEADER_EDITS = {
+    "argument_too_many": ("fixture_rmsnorm(int contract, float *y, const float *x, int64_t n)",
+                          "fixture_rmsnorm(int contract, float *y, const float *x, int64_t n, int e)",
+                          "$.functions.production", "'fixture_rmsnorm' takes 5 arguments, the map's abi 4"),
+    "another_argument_type": ("fixture_rmsnorm_ref(int contract, float *y, const float *x,",
+                              "fixture_rmsnorm_ref(int contract, float *y, const double *x,",
+                              "$.functions.oracle", "argument 3 of 'fixture_rmsnorm_ref' is const double *x, "
+                              "the map's abi says const float *x"),
+    "threadpool_without_pool": ("fixture_rmsnorm_parallel_dispatch(v8_threadpool *pool, ",
+                                "fixture_rmsnorm_parallel_dispatch(",
+                                "$.functions.threadpool", "takes 4 arguments, the map's abi 5"),
+    "another_return_type": ("v8_status fixture_rmsnorm(", "int fixture_rmsnorm(", "$.functions.production",
+                            "'fixture_rmsnorm' returns int, the map's abi says v8_status"),
+    "selector_only_in_a_comment": ("V8_FIXTURE_RMSNORM = 5,", "/* V8_FIXTURE_RMSNORM = 5, */",
+                                   "$.contracts[0].selector", "'V8_FIXTURE_RMSNORM' is not defined"),
+    "function_only_in_a_comment": ("v8_status fixture_rmsnorm(int", "// v8_status fixture_rmsnorm(int",
+                                   "$.functions.production",
+                                   "function 'fixture_rmsnorm' is not declared in include/fixture.h"),
+    "header_does_not_parse": ("v8_status fixture_rmsnorm(int", "v8_status fixture_rmsnorm(intt",
+                              "$.header", "cannot parse"),
+}
+
+
+@pytest.mark.parametrize("edit", HEADER_EDITS)
+def test_header_that_disagrees_with_the_map_is_rejected(tmp_path: Path, edit: str) -> None:
+    old, new, json_path, message = HEADER_EDITS[edit]
+    error = rejected_with_header(tmp_path, old, new)
+    assert error.json_path == json_path
+    assert message in error.message
+    assert "fixture.h" in error.message
+
+
+def test_map_argument_order_must_be_the_prototypes(tmp_path: Path) -> None:
+    def edit(doc: Doc) -> None:
+        args = doc["abi"]["args"]
+        args[1], args[2] = args[2], args[1]
+
+    error = rejected_with_header(tmp_path, "fixture_rmsnorm", "fixture_rmsnorm", edit)
+    assert error.json_path == "$.functions.oracle"
+    assert "argument 2 of 'fixture_rmsnorm_ref' is float *y, the map's abi says const float *x" in error.message
+
+
+def test_map_argument_name_must_be_the_prototypes(tmp_path: Path) -> None:
+    def edit(doc: Doc) -> None:
+        doc["abi"]["args"][3]["name"] = "rows"
+
+    error = rejected_with_header(tmp_path, "fixture_rmsnorm", "fixture_rmsnorm", edit)
+    assert "argument 4 of 'fixture_rmsnorm_ref' is named 'n', the map's abi says 'rows'" in error.message
+
+
+def with_scratch(doc: Doc) -> None:
+    doc["scratch"] = {"function": "fixture_rmsnorm_scratch_bytes", "args": ["n"]}
+
+
+def test_scratch_function_must_take_the_maps_scratch_args(tmp_path: Path) -> None:
+    scratch = "#include <stddef.h>\nsize_t fixture_rmsnorm_scratch_bytes(int64_t rows);\n"
+    error = rejected_with_header(tmp_path, "v8_status fixture_rmsnorm_ref(",
+                                 scratch + "v8_status fixture_rmsnorm_ref(", with_scratch)
+    assert error.json_path == "$.scratch"
+    assert "the map's scratch says size_t fixture_rmsnorm_scratch_bytes(n)" in error.message
+
+
+def test_scratch_function_that_agrees_loads(tmp_path: Path) -> None:
+    folder = staged(tmp_path, "rmsnorm.kmap.json", with_scratch)
+    header = folder / "include" / "fixture.h"
+    header.write_text(header.read_text()
+                      + "#include <stddef.h>\nsize_t fixture_rmsnorm_scratch_bytes(int64_t n);\n")
+    (kmap,) = load_kernel_maps(load_registry(), [folder]).maps
+    assert kmap.scratch_function == "fixture_rmsnorm_scratch_bytes"

@@ -12,13 +12,15 @@ from typing import Any
 import numpy as np
 import pytest
 
+from v8dialect.c_abi import constants
 from v8dialect.model_session import ModelSession
 from v8dialect.program import NUMPY_DTYPES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 import e2e_support as S  # noqa: E402
 
-V8_ERR_BAD_DIMENSION = 2
+_V8 = constants(["v8_runtime.h"])
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
 PROMPT = (np.arange(37) * 7 % 500).astype(np.int32)
 
 

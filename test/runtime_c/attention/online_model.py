@@ -34,8 +34,16 @@ TREE_AVX512FP16 = "avx512fp16_f16x32x4"  # 4 accumulators x 32 fp16 lanes, fp16 
 # the *_fp32_dot contracts on an AVX512-FP16 CPU: TREE_AVX512 scores, fp16-lane value updates
 TREE_AVX512FP16_VALUES = "avx512fp16_values_f32x16x4_dot"
 TREES = (TREE_AVX2, TREE_AVX512, TREE_AVX512FP16, TREE_AVX512FP16_VALUES)
-# the C enum's numbering (v8_attention.h: V8_ATTN_TREE_*)
-TREE_OF_ID = {1: TREE_AVX2, 2: TREE_AVX512, 3: TREE_AVX512FP16, 4: TREE_AVX512FP16_VALUES}
+
+
+def tree_of_id() -> dict[int, str]:
+    """The tree each V8_ATTN_TREE_* value of v8_attention.h names (read from the header; the
+    import is here because the AVX2-ggml interpreter imports this module without v8dialect)."""
+    from v8dialect.c_abi import constants
+    c = constants(["attention/v8_attention.h"])
+    return {c["V8_ATTN_TREE_AVX2_F32X8X4"]: TREE_AVX2, c["V8_ATTN_TREE_AVX512_F32X16X4"]: TREE_AVX512,
+            c["V8_ATTN_TREE_AVX512FP16_F16X32X4"]: TREE_AVX512FP16,
+            c["V8_ATTN_TREE_AVX512FP16_VALUES_F32X16X4_DOT"]: TREE_AVX512FP16_VALUES}
 
 
 def expf(x: float) -> float:
@@ -381,36 +389,12 @@ def _as_array(g, tensor, dtype, shape):
 
 ONLINE_SOURCES = ("attention/online.c",)
 
-ONLINE_CDEF = """
-enum { V8_ATTN_FP32_ONLINE = 1, V8_ATTN_F16_KV_FP32_ONLINE = 2, V8_ATTN_FP32_LLAMA_REGULAR = 3,
-       V8_ATTN_F16_ONLINE_SINGLE_RANGE = 4, V8_ATTN_F16_ONLINE_SINGLE_RANGE_NOSCALE = 5,
-       V8_ATTN_F16_ONLINE_FP32_MERGE = 6 };
-enum { V8_ATTN_TREE_AVX2_F32X8X4 = 1, V8_ATTN_TREE_AVX512_F32X16X4 = 2,
-       V8_ATTN_TREE_AVX512FP16_F16X32X4 = 3 };
-int v8_attn_online_dot_tree(void);
-void v8_attn_online_allow_avx512fp16(int allow);
-size_t v8_attn_online_f32kv_scratch_bytes(int64_t, int64_t, int64_t, int);
-size_t v8_attn_online_f16kv_scratch_bytes(int64_t, int64_t, int64_t, int);
-size_t v8_attn_online_split_scratch_bytes(int64_t, int64_t, int64_t, int);
-"""
-_ARGS = ("int contract, float *out, const float *q, const void *k, const void *v, "
-         "int64_t n_q, int64_t n_head, int64_t n_head_kv, int64_t head_dim, int64_t kv_len, "
-         "int64_t kv_capacity, int64_t q_pos0, int causal, int64_t window, float scale, "
-         "void *scratch, "
-         "size_t scratch_bytes")
-for _p in ("f32kv", "f16kv", "split"):
-    ONLINE_CDEF += f"v8_status v8_attn_online_{_p}_ref({_ARGS});\n"
-    ONLINE_CDEF += f"v8_status v8_attn_online_{_p}({_ARGS});\n"
-    ONLINE_CDEF += f"v8_status v8_attn_online_{_p}_parallel_dispatch(v8_threadpool *pool, {_ARGS});\n"
-ONLINE_CDEF += f"v8_status v8_attn_online_f16kv_ref_tree(int tree, {_ARGS});\n"
-ONLINE_CDEF += f"v8_status v8_attn_online_split_ref_workers(int n_workers, {_ARGS});\n"
-ONLINE_CDEF += f"v8_status v8_attn_online_split_ref_tree(int tree, int n_workers, {_ARGS});\n"
-
-
 def build_online(extra_sources=(), extra_cdef="", name="v8_attn_online", extra_headers=()):
-    from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+    """online.c with v8_attention.h declared from the header; callers that add sources (and
+    include their headers) add those declarations as extra_cdef."""
+    from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
     includes = "".join(f'#include "{h}"\n' for h in ("attention/v8_attention.h", *extra_headers))
-    return build(CBuild(name=name, cdef=RUNTIME_CORE_CDEF + ONLINE_CDEF + extra_cdef,
+    return build(CBuild(name=name, cdef=runtime_cdef("attention/v8_attention.h") + extra_cdef,
                         source=includes,
                         runtime_sources=RUNTIME_CORE_SOURCES + ONLINE_SOURCES + tuple(extra_sources)))
 

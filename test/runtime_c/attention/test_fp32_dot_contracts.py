@@ -19,8 +19,10 @@ import numpy as np
 import pytest
 from tiled_model import Runner, build_lib, make_case, mismatch
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 AUTO = "f16_flash_auto_qtile64_fp32_dot"
 SPLIT = "f16_online_fp32_merge_fp32_dot"
 PREFILL = [(n_q, past, d) for d in (64, 128) for n_q in (2, 5, 14, 63, 64, 65) for past in (0, 5, 300)]
@@ -68,9 +70,9 @@ def test_prefill_and_decode_vs_llamacpp(evidence: Callable[..., Any]) -> None:
     for n_q, past, d in cases:
         c = case(n_q, past, d)
         st, ours = run.run("ref", c)
-        assert st == 0
+        assert st == V8_OK
         st, prod = run.run("prod", c)
-        assert st == 0 and mismatch(prod, ours)[0] == 0
+        assert st == V8_OK and mismatch(prod, ours)[0] == 0
         for threads in (1, 2):
             figures[f"q{n_q}/past{past}/d{d}/t{threads}"] = mismatch(ours, reference(g, c, threads))[0]
     ok = not any(figures.values())
@@ -93,7 +95,7 @@ def test_split_kv_decode_vs_llamacpp(evidence: Callable[..., Any]) -> None:
                     st, ours = run.run("pool", c, workers=workers, pool=pool)
                 finally:
                     lib().lib.v8_threadpool_destroy(pool)
-                assert st == 0
+                assert st == V8_OK
                 figures[f"kv{kv}/d{d}/w{workers}"] = mismatch(ours, reference(g, c, workers))[0]
     ok = not any(figures.values())
     evidence(Rung.EXTERNAL, ok, contract=SPLIT, provider="attn_online_split_f16kv",
@@ -119,7 +121,7 @@ def test_threadpool_equals_oracle(workers: int, evidence: Callable[..., Any]) ->
             c = case(1, 0, 128, kv_len=kv)
             st, got = split.run("pool", c, workers, pool)
             args, keep = split._args(c, ref := np.zeros_like(c.q), workers)
-            assert lb_ref(workers, *args) == 0 and st == 0
+            assert lb_ref(workers, *args) == 0 and st == V8_OK
             del keep
             if mismatch(got, ref)[0]:
                 bad.append(f"split kv{kv}")

@@ -29,6 +29,7 @@ import online_model
 import pytest
 from tiled_model import (
     F32,
+    SELECTORS,
     Runner,
     bits_equal,
     build_lib,
@@ -39,6 +40,7 @@ from tiled_model import (
     tiled_attention,
 )
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
 TILED = "f16_kv_tiled64_fp32_softmax_fp64_sum_update_8_lane_vexp"
@@ -48,7 +50,10 @@ AUTO_TWIN = "f16_flash_auto_qtile64_fp32_dot"
 TILED_PROVIDER = "attn_tiled64_f16kv"
 AUTO_PROVIDER = "attn_auto_qtile64_f16kv"
 BUILD = "avx2"
-V8_CPU_AVX2_FMA_F16C = 0x7
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
+V8_CPU_AVX2_FMA_F16C = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"]
 V8_CPU_ALL = 0xFFFFFFFF
 MASKS = {"scalar": 0x0, "avx2": V8_CPU_AVX2_FMA_F16C, "native": V8_CPU_ALL}
 
@@ -152,7 +157,7 @@ def test_tiled_oracle_matches_numpy_model(shape: Any, q_gain: float,
     model = tiled_attention(c.q, c.k16, c.v16, c.kv_len, c.q_pos0, c.causal, c.scale,
                             c.n_head_kv, lanes=8)
     st, ours = Runner(lib(), "v8_attn_tiled", TILED).run("ref", c)
-    assert st == 0
+    assert st == V8_OK
     n_diff, err = mismatch(ours, model)
     twin = tiled_attention(c.q, c.k16, c.v16, c.kv_len, c.q_pos0, c.causal, c.scale,
                            c.n_head_kv, lanes=16)
@@ -173,14 +178,14 @@ def test_composite_oracle_matches_numpy_model(n_q: int, past: int, d: int,
                                               evidence: Callable[..., Any]) -> None:
     c = case(n_q, past, d)
     st, ours = Runner(lib(), "v8_attn_auto", AUTO).run("ref", c)
-    assert st == 0
+    assert st == V8_OK
     if n_q >= 64:  # any head dim, 72 and 80 included (ggml's x86 builds have no lane rule)
         route = "tiled_8_lane"
         model = tiled_attention(c.q, c.k16, c.v16, c.kv_len, c.q_pos0, c.causal, c.scale,
                                 c.n_head_kv, lanes=8)
     else:
         route = "single_range_fp32_dot"
-        tree = online_model.TREE_OF_ID[int(lib().lib.v8_attn_online_fp32_dot_tree())]
+        tree = online_model.tree_of_id()[int(lib().lib.v8_attn_online_fp32_dot_tree())]
         model = online_model.f16_single_range(c.q, c.k16.view(np.uint16), c.v16.view(np.uint16),
                                               c.n_head, c.n_head_kv, c.kv_len, c.q_pos0,
                                               c.causal, c.scale, tree)
@@ -256,12 +261,15 @@ def test_selectors(evidence: Callable[..., Any]) -> None:
     auto = Runner(lib(), "v8_attn_auto", AUTO)
     checks = {}
     for kind in ("ref", "prod"):
-        st, out = tiled.run(kind, c, selector=14)  # the composite is not the tiled provider's
-        checks[f"tiled_{kind}_rejects_composite"] = st == 3 and bool(np.isnan(out).all())
-        st, out = auto.run(kind, c, selector=13)   # nor is the tiled contract the composite's
-        checks[f"auto_{kind}_rejects_tiled"] = st == 3 and bool(np.isnan(out).all())
+        # the composite is not the tiled provider's
+        st, out = tiled.run(kind, c, selector=SELECTORS["f16_flash_auto_qtile64_fp32_dot_8_lane"])
+        checks[f"tiled_{kind}_rejects_composite"] = st == V8_ERR_UNKNOWN_SELECTOR and bool(np.isnan(out).all())
+        # nor is the tiled contract the composite's
+        st, out = auto.run(kind, c,
+                           selector=SELECTORS["f16_kv_tiled64_fp32_softmax_fp64_sum_update_8_lane_vexp"])
+        checks[f"auto_{kind}_rejects_tiled"] = st == V8_ERR_UNKNOWN_SELECTOR and bool(np.isnan(out).all())
         st, out = tiled.run(kind, c)
-        checks[f"tiled_{kind}_accepts"] = st == 0 and bool(np.isfinite(out).all())
+        checks[f"tiled_{kind}_accepts"] = st == V8_OK and bool(np.isfinite(out).all())
     ok = all(checks.values())
     evidence(Rung.PRODUCTION, ok, contract=TILED, provider=TILED_PROVIDER, check="selectors",
              **checks)
@@ -282,9 +290,9 @@ def test_prefill_and_decode_vs_llamacpp(evidence: Callable[..., Any]) -> None:
     for n_q, past, d in PREFILL + DECODE:
         c = case(n_q, past, d)
         st, ours = run.run("ref", c)
-        assert st == 0
+        assert st == V8_OK
         st, prod = run.run("prod", c)
-        assert st == 0 and mismatch(prod, ours)[0] == 0
+        assert st == V8_OK and mismatch(prod, ours)[0] == 0
         for threads in (1, 2):
             ref = reference(g, c, threads)
             figures[f"q{n_q}/past{past}/d{d}/t{threads}"] = mismatch(ours, ref)[0]
@@ -322,9 +330,9 @@ def test_tiled_vs_ggml_python(n_q: int, past: int, causal: bool,
     shape = (n_q, past, 4, 2, d, causal) if n_q < 1008 else (n_q, past, 2, 1, d, causal)
     c = tiled_case(shape, seed=3)
     st, ours = Runner(lib(), "v8_attn_tiled", TILED).run("prod", c)
-    assert st == 0
+    assert st == V8_OK
     st, orc = Runner(lib(), "v8_attn_tiled", TILED).run("ref", c)
-    assert st == 0
+    assert st == V8_OK
     runs = []
     for threads in (1, 2):
         n_diff, err = mismatch(ours, ggml_flash_attn(c, threads))

@@ -15,8 +15,12 @@ import numpy as np
 import pytest
 from tiled_model import Runner, build_llama_regular, ggml_regular, llama_regular, make_case, mismatch
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
 CONTRACT = "fp32_llama_regular"
 PROVIDER = "attn_llama_regular_f16kv"
 GGML_TOLERANCE = 2e-2  # absolute, on outputs of magnitude <= ~4 (fp16-accumulated reference)
@@ -40,7 +44,7 @@ def case(shape):
 @functools.cache
 def oracle(shape):
     st, out = runner().run("ref", case(shape))
-    assert st == 0
+    assert st == V8_OK
     return out
 
 
@@ -137,7 +141,7 @@ def test_unknown_selector_untouched(evidence):
     for kind in ("ref", "prod"):
         for sel in (4, 7, 8):
             st, out = runner().run(kind, c, selector=sel)
-            checks[f"{kind}_{sel}"] = st == 3 and bool(np.isnan(out).all())
+            checks[f"{kind}_{sel}"] = st == V8_ERR_UNKNOWN_SELECTOR and bool(np.isnan(out).all())
     ok = all(checks.values())
     evidence(Rung.PRODUCTION, ok, contract=CONTRACT, provider=PROVIDER, check="unknown_selector",
              **checks)

@@ -10,18 +10,32 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Rung
 
 sys.path.insert(0, str(Path(__file__).parent))
 import online_model as M  # noqa: E402
 
-C = {"fp32_online": 1, "f16_kv_fp32_online": 2, "f16_online_single_range": 4,
-     "f16_online_single_range_noscale": 5, "f16_online_fp32_merge": 6}
-PROVIDER = {1: "attn_online_f32kv", 2: "attn_online_f16kv", 4: "attn_online_f16kv",
-            5: "attn_online_f16kv", 6: "attn_online_split_f16kv"}
-FN = {1: "f32kv", 2: "f16kv", 4: "f16kv", 5: "f16kv", 6: "split"}
+_V8 = constants(["attention/v8_attention.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
+# contract -> (its entry point's infix, its provider); the case tables below name a contract by
+# its selector value
+_PROVIDERS = {"fp32_online": ("f32kv", "attn_online_f32kv"),
+              "f16_kv_fp32_online": ("f16kv", "attn_online_f16kv"),
+              "f16_online_single_range": ("f16kv", "attn_online_f16kv"),
+              "f16_online_single_range_noscale": ("f16kv", "attn_online_f16kv"),
+              "f16_online_fp32_merge": ("split", "attn_online_split_f16kv")}
+C = {name: _V8[f"V8_ATTN_{name.upper()}"] for name in _PROVIDERS}
+PROVIDER = {C[name]: provider for name, (_, provider) in _PROVIDERS.items()}
+FN = {C[name]: fn for name, (fn, _) in _PROVIDERS.items()}
 NAME = {v: k for k, v in C.items()}
-AVX2_MASK = 0x7          # AVX2 | FMA | F16C
+F32KV, F16KV, SINGLE, NOSCALE, MERGE = (C[name] for name in _PROVIDERS)
+TILED = _V8["V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE"]  # another provider's contract
+# the numpy model's tree -> the tree argument of the *_ref_tree oracles
+TREE_ID = {tree: tree_id for tree_id, tree in M.tree_of_id().items()}
+AVX2_MASK = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"]
 ALL = 0xFFFFFFFF
 
 
@@ -54,17 +68,18 @@ SCALE = {64: 0.125, 72: float(np.float32(1 / np.sqrt(72))), 80: float(np.float32
 
 # (contract, H, Hkv, D, n_q, kv_len, q_pos0, causal)
 MODEL_CASES = [
-    (4, 8, 2, 64, 1, 257, 256, 1), (4, 4, 1, 80, 1, 511, 510, 1), (4, 8, 2, 128, 1, 300, 299, 1),
-    (4, 16, 16, 72, 1, 130, 129, 1), (4, 4, 1, 128, 5, 40, 35, 1), (4, 4, 2, 72, 6, 20, 0, 0),
-    (5, 8, 2, 128, 1, 200, 199, 1), (5, 4, 1, 64, 3, 30, 27, 1),
-    (2, 4, 1, 80, 1, 150, 149, 1), (2, 4, 2, 128, 4, 70, 66, 1), (2, 2, 2, 72, 3, 25, 0, 0),
-    (1, 4, 1, 64, 1, 120, 119, 1), (1, 2, 2, 128, 3, 50, 47, 1), (1, 2, 1, 72, 2, 30, 0, 0),
+    (SINGLE, 8, 2, 64, 1, 257, 256, 1), (SINGLE, 4, 1, 80, 1, 511, 510, 1),
+    (SINGLE, 8, 2, 128, 1, 300, 299, 1), (SINGLE, 16, 16, 72, 1, 130, 129, 1),
+    (SINGLE, 4, 1, 128, 5, 40, 35, 1), (SINGLE, 4, 2, 72, 6, 20, 0, 0),
+    (NOSCALE, 8, 2, 128, 1, 200, 199, 1), (NOSCALE, 4, 1, 64, 3, 30, 27, 1),
+    (F16KV, 4, 1, 80, 1, 150, 149, 1), (F16KV, 4, 2, 128, 4, 70, 66, 1), (F16KV, 2, 2, 72, 3, 25, 0, 0),
+    (F32KV, 4, 1, 64, 1, 120, 119, 1), (F32KV, 2, 2, 128, 3, 50, 47, 1), (F32KV, 2, 1, 72, 2, 30, 0, 0),
 ]
 
 
 # the fp32 contracts name one tree on every ISA, so they run once
 MODEL_PARAMS = [(c, t) for c in MODEL_CASES
-                for t in ((M.TREE_AVX512FP16, M.TREE_AVX2, M.TREE_AVX512) if c[0] in (4, 5)
+                for t in ((M.TREE_AVX512FP16, M.TREE_AVX2, M.TREE_AVX512) if c[0] in (SINGLE, NOSCALE)
                           else (M.TREE_AVX512FP16,))]
 
 
@@ -73,23 +88,23 @@ MODEL_PARAMS = [(c, t) for c in MODEL_CASES
 def test_oracle_matches_numpy_model(on, evidence, case, tree):
     contract, h, hkv, d, n_q, kv, p0, causal = case
     rng = np.random.default_rng(hash(case) % 2**32)
-    q, k, v = inputs(rng, n_q, h, hkv, d, kv, kv + 17, f16=contract != 1)
+    q, k, v = inputs(rng, n_q, h, hkv, d, kv, kv + 17, f16=contract != F32KV)
     scale = SCALE[d]
-    tree_id = {M.TREE_AVX2: 1, M.TREE_AVX512: 2, M.TREE_AVX512FP16: 3}[tree]
-    if contract in (4, 5):
+    tree_id = TREE_ID[tree]
+    if contract in (SINGLE, NOSCALE):
         st, ref = on.call("v8_attn_online_f16kv_ref_tree", contract, q, k, v, hkv, kv, p0, causal,
                           scale, tree_id)
         model = M.f16_single_range(q, k, v, h, hkv, kv, p0, causal,
-                                   1.0 if contract == 5 else scale, tree)
+                                   1.0 if contract == NOSCALE else scale, tree)
     else:
         st, ref = on.call(f"v8_attn_online_{FN[contract]}_ref", contract, q, k, v, hkv, kv, p0,
                           causal, scale)
-        model = M.f32_online(q, k, v, h, hkv, kv, p0, causal, scale, kv_is_f16=contract == 2)
-    ok = st == 0 and bits_equal(ref, model)
+        model = M.f32_online(q, k, v, h, hkv, kv, p0, causal, scale, kv_is_f16=contract == F16KV)
+    ok = st == V8_OK and bits_equal(ref, model)
     evidence(Rung.ORACLE, ok, contract=NAME[contract], provider=PROVIDER[contract],
-             backend="numpy_model", tree=tree if contract in (4, 5) else "f32x8_lane_mod8",
+             backend="numpy_model", tree=tree if contract in (SINGLE, NOSCALE) else "f32x8_lane_mod8",
              shape=dict(H=h, Hkv=hkv, D=d, n_q=n_q, kv=kv, q_pos0=p0, causal=causal),
-             bit_exact=ok, max_abs_err=maxerr(ref, model) if st == 0 else None)
+             bit_exact=ok, max_abs_err=maxerr(ref, model) if st == V8_OK else None)
     assert ok
 
 
@@ -100,23 +115,24 @@ def test_split_oracle_matches_numpy_model(on, evidence, shape, workers):
     rng = np.random.default_rng(kv + workers)
     q, k, v = inputs(rng, 1, h, hkv, d, kv, kv + 100)
     tree = M.TREE_AVX512FP16
-    st, ref = on.call("v8_attn_online_split_ref_tree", 6, q, k, v, hkv, kv, kv - 1, 1, SCALE[d],
-                      3, workers)
+    st, ref = on.call("v8_attn_online_split_ref_tree", MERGE, q, k, v, hkv, kv, kv - 1, 1, SCALE[d],
+                      TREE_ID[tree], workers)
     model = M.f16_split_kv(q, k, v, h, hkv, kv, SCALE[d], tree, workers)
-    ok = st == 0 and bits_equal(ref, model)
-    evidence(Rung.ORACLE, ok, contract="f16_online_fp32_merge", provider=PROVIDER[6],
+    ok = st == V8_OK and bits_equal(ref, model)
+    evidence(Rung.ORACLE, ok, contract="f16_online_fp32_merge", provider=PROVIDER[MERGE],
              backend="numpy_model", tree=tree, chunks=workers,
              shape=dict(H=h, Hkv=hkv, D=d, kv=kv), bit_exact=ok,
-             max_abs_err=maxerr(ref, model) if st == 0 else None)
+             max_abs_err=maxerr(ref, model) if st == V8_OK else None)
     assert ok
 
 
 PROD_CASES = [
-    (4, 32, 8, 128, 1, 1058, 1057, 1), (4, 8, 2, 64, 1, 257, 256, 1), (4, 16, 16, 72, 1, 511, 510, 1),
-    (4, 4, 1, 80, 1, 1609, 1608, 1), (4, 4, 1, 128, 14, 1027, 1013, 1), (4, 4, 2, 72, 63, 63, 0, 0),
-    (5, 8, 2, 128, 1, 600, 599, 1), (2, 8, 2, 128, 1, 1047, 1046, 1), (2, 4, 1, 72, 5, 10, 5, 1),
-    (1, 8, 2, 64, 1, 513, 512, 1), (1, 4, 4, 80, 14, 19, 5, 1), (6, 32, 8, 128, 1, 4096, 4095, 1),
-    (6, 8, 2, 64, 1, 255, 254, 1),
+    (SINGLE, 32, 8, 128, 1, 1058, 1057, 1), (SINGLE, 8, 2, 64, 1, 257, 256, 1),
+    (SINGLE, 16, 16, 72, 1, 511, 510, 1), (SINGLE, 4, 1, 80, 1, 1609, 1608, 1),
+    (SINGLE, 4, 1, 128, 14, 1027, 1013, 1), (SINGLE, 4, 2, 72, 63, 63, 0, 0),
+    (NOSCALE, 8, 2, 128, 1, 600, 599, 1), (F16KV, 8, 2, 128, 1, 1047, 1046, 1),
+    (F16KV, 4, 1, 72, 5, 10, 5, 1), (F32KV, 8, 2, 64, 1, 513, 512, 1), (F32KV, 4, 4, 80, 14, 19, 5, 1),
+    (MERGE, 32, 8, 128, 1, 4096, 4095, 1), (MERGE, 8, 2, 64, 1, 255, 254, 1),
 ]
 VARIANTS = {"native": (ALL, 1), "avx512_f32x16": (ALL, 0), "avx2": (AVX2_MASK, 1), "scalar": (0, 1)}
 
@@ -127,7 +143,7 @@ def test_production_matches_oracle(on, evidence, case, variant):
     contract, h, hkv, d, n_q, kv, p0, causal = case
     mask, fp16 = VARIANTS[variant]
     rng = np.random.default_rng(kv * 7 + d)
-    q, k, v = inputs(rng, n_q, h, hkv, d, kv, kv + 33, f16=contract != 1)
+    q, k, v = inputs(rng, n_q, h, hkv, d, kv, kv + 33, f16=contract != F32KV)
     fn = FN[contract]
     try:
         on.lib.v8_cpu_restrict(mask)
@@ -139,19 +155,20 @@ def test_production_matches_oracle(on, evidence, case, variant):
     finally:
         on.lib.v8_cpu_restrict(ALL)
         on.lib.v8_attn_online_allow_avx512fp16(1)
-    ok = st_r == 0 and st_p == 0 and bits_equal(ref, prod)
+    ok = st_r == V8_OK and st_p == V8_OK and bits_equal(ref, prod)
     evidence(Rung.PRODUCTION, ok, contract=NAME[contract], provider=PROVIDER[contract],
              variant=variant, isa=int(isa), tree=int(tree),
              shape=dict(H=h, Hkv=hkv, D=d, n_q=n_q, kv=kv, q_pos0=p0, causal=causal),
-             bit_exact=ok, max_abs_err=maxerr(ref, prod) if ok or st_p == 0 else None)
+             bit_exact=ok, max_abs_err=maxerr(ref, prod) if ok or st_p == V8_OK else None)
     assert ok
 
 
 TP_CASES = [
-    (4, 32, 8, 128, 1, 1058, 1057, 1), (4, 16, 16, 72, 5, 300, 295, 1), (2, 8, 2, 64, 3, 200, 197, 1),
-    (1, 4, 2, 80, 2, 100, 98, 1), (5, 8, 2, 128, 1, 700, 699, 1),
-    (6, 32, 8, 128, 1, 1058, 1057, 1), (6, 8, 2, 64, 1, 511, 510, 1), (6, 16, 16, 72, 1, 1609, 1608, 1),
-    (6, 4, 1, 80, 1, 256, 255, 1),
+    (SINGLE, 32, 8, 128, 1, 1058, 1057, 1), (SINGLE, 16, 16, 72, 5, 300, 295, 1),
+    (F16KV, 8, 2, 64, 3, 200, 197, 1), (F32KV, 4, 2, 80, 2, 100, 98, 1),
+    (NOSCALE, 8, 2, 128, 1, 700, 699, 1), (MERGE, 32, 8, 128, 1, 1058, 1057, 1),
+    (MERGE, 8, 2, 64, 1, 511, 510, 1), (MERGE, 16, 16, 72, 1, 1609, 1608, 1),
+    (MERGE, 4, 1, 80, 1, 256, 255, 1),
 ]
 
 
@@ -159,11 +176,11 @@ TP_CASES = [
 def test_threadpool_matches_oracle(on, evidence, case):
     contract, h, hkv, d, n_q, kv, p0, causal = case
     rng = np.random.default_rng(kv + d + contract)
-    q, k, v = inputs(rng, n_q, h, hkv, d, kv, kv + 5, f16=contract != 1)
+    q, k, v = inputs(rng, n_q, h, hkv, d, kv, kv + 5, f16=contract != F32KV)
     fn = FN[contract]
     results = {}
     for w in (1, 2, 3, 4, 8):
-        if contract == 6:
+        if contract == MERGE:
             st_r, ref = on.call("v8_attn_online_split_ref_workers", contract, q, k, v, hkv, kv, p0,
                                 causal, SCALE[d], w)
         else:
@@ -171,10 +188,10 @@ def test_threadpool_matches_oracle(on, evidence, case):
                                 SCALE[d])
         st_t, tp = on.call(f"v8_attn_online_{fn}_parallel_dispatch", contract, q, k, v, hkv, kv,
                            p0, causal, SCALE[d], on.pool(w))
-        results[w] = (st_r == 0 and st_t == 0 and bits_equal(ref, tp), maxerr(ref, tp))
+        results[w] = (st_r == V8_OK and st_t == V8_OK and bits_equal(ref, tp), maxerr(ref, tp))
     ok = all(r[0] for r in results.values())
     evidence(Rung.THREADPOOL, ok, contract=NAME[contract], provider=PROVIDER[contract],
-             partition="kv_chunks_by_workers" if contract == 6 else "independent_heads",
+             partition="kv_chunks_by_workers" if contract == MERGE else "independent_heads",
              workers={str(w): r[0] for w, r in results.items()},
              shape=dict(H=h, Hkv=hkv, D=d, n_q=n_q, kv=kv), bit_exact=ok,
              max_abs_err=max(r[1] for r in results.values()))
@@ -187,12 +204,12 @@ def test_split_negative_control(on, evidence):
     h, hkv, d, kv = 32, 8, 128, 1058
     rng = np.random.default_rng(1058)
     q, k, v = inputs(rng, 1, h, hkv, d, kv, kv + 30, v_scale=16.0)
-    st1, split = on.call("v8_attn_online_split_ref_workers", 6, q, k, v, hkv, kv, kv - 1, 1,
+    st1, split = on.call("v8_attn_online_split_ref_workers", MERGE, q, k, v, hkv, kv, kv - 1, 1,
                          SCALE[d], 2)
-    st2, single = on.call("v8_attn_online_f16kv_ref", 2, q, k, v, hkv, kv, kv - 1, 1, SCALE[d])
+    st2, single = on.call("v8_attn_online_f16kv_ref", F16KV, q, k, v, hkv, kv, kv - 1, 1, SCALE[d])
     diff = maxerr(split, single)
-    ok = st1 == 0 and st2 == 0 and diff >= 5e-4
-    evidence(Rung.ORACLE, ok, contract="f16_online_fp32_merge", provider=PROVIDER[6],
+    ok = st1 == V8_OK and st2 == V8_OK and diff >= 5e-4
+    evidence(Rung.ORACLE, ok, contract="f16_online_fp32_merge", provider=PROVIDER[MERGE],
              check="negative_control_v_x8_vs_fp32_single_reduction", max_abs_diff=diff)
     assert ok
 
@@ -206,14 +223,14 @@ def test_split_threshold_and_workers_only_where_declared(on, evidence):
     for kv in (255, 256, 257, 511, 512, 513):
         rng = np.random.default_rng(kv)
         q, k, v = inputs(rng, 1, h, hkv, d, kv, 1024)
-        outs = {w: on.call("v8_attn_online_split_parallel_dispatch", 6, q, k, v, hkv, kv, kv - 1, 1,
+        outs = {w: on.call("v8_attn_online_split_parallel_dispatch", MERGE, q, k, v, hkv, kv, kv - 1, 1,
                            SCALE[d], on.pool(w))[1] for w in (1, 2, 4)}
         same = bits_equal(outs[1], outs[2]) and bits_equal(outs[1], outs[4])
         facts[kv] = same
     ok = facts[255] and facts[256] and not facts[511] and not facts[512] and not facts[513]
     # 257 has extent 512: chunked, so workers matter there too
     ok = ok and not facts[257]
-    evidence(Rung.THREADPOOL, ok, contract="f16_online_fp32_merge", provider=PROVIDER[6],
+    evidence(Rung.THREADPOOL, ok, contract="f16_online_fp32_merge", provider=PROVIDER[MERGE],
              check="threshold_extent_workers", workers_invariant=facts)
     assert ok
 
@@ -227,24 +244,24 @@ def test_api_discipline(on, evidence):
                "v8_attn_online_f32kv"):
         out = np.full((1, h, d), 7.0, np.float32)
         st, _ = on.call(fn, 99, q, k, v, hkv, kv, kv - 1, 1, 0.125, out=out)
-        checks[fn + ":unknown_selector"] = st == 3 and bool(np.all(out == 7.0))
-        st, _ = on.call(fn, 7, q, k, v, hkv, kv, kv - 1, 1, 0.125, out=out)  # tiled: not ours
-        checks[fn + ":foreign_selector"] = st == 3 and bool(np.all(out == 7.0))
+        checks[fn + ":unknown_selector"] = st == V8_ERR_UNKNOWN_SELECTOR and bool(np.all(out == 7.0))
+        st, _ = on.call(fn, TILED, q, k, v, hkv, kv, kv - 1, 1, 0.125, out=out)  # not ours
+        checks[fn + ":foreign_selector"] = st == V8_ERR_UNKNOWN_SELECTOR and bool(np.all(out == 7.0))
     out = np.full((1, h, d), 7.0, np.float32)
-    st, _ = on.call("v8_attn_online_f16kv", 4, q, k, v, hkv, 65, 64, 1, 0.125, out=out)
-    checks["kv_len_over_capacity"] = st == 2 and bool(np.all(out == 7.0))
+    st, _ = on.call("v8_attn_online_f16kv", SINGLE, q, k, v, hkv, 65, 64, 1, 0.125, out=out)
+    checks["kv_len_over_capacity"] = st == V8_ERR_BAD_DIMENSION and bool(np.all(out == 7.0))
     q3 = np.ascontiguousarray(np.zeros((1, 3, d), np.float32))
-    st, _ = on.call("v8_attn_online_f16kv", 4, q3, k, v, hkv, kv, kv - 1, 1, 0.125)
-    checks["heads_not_multiple_of_kv_heads"] = st == 2
+    st, _ = on.call("v8_attn_online_f16kv", SINGLE, q3, k, v, hkv, kv, kv - 1, 1, 0.125)
+    checks["heads_not_multiple_of_kv_heads"] = st == V8_ERR_BAD_DIMENSION
     qd = np.zeros((1, h, 60), np.float32)
-    st, _ = on.call("v8_attn_online_f16kv", 4, qd, k, v, hkv, kv, kv - 1, 1, 0.125)
-    checks["head_dim_not_multiple_of_8"] = st == 2
+    st, _ = on.call("v8_attn_online_f16kv", SINGLE, qd, k, v, hkv, kv, kv - 1, 1, 0.125)
+    checks["head_dim_not_multiple_of_8"] = st == V8_ERR_BAD_DIMENSION
     q, k, v = inputs(rng, 1, h, hkv, d, 600, 600)
     out = np.full((1, h, d), 7.0, np.float32)
-    st, _ = on.call("v8_attn_online_split_parallel_dispatch", 6, q, k, v, hkv, 600, 599, 1, 0.125,
+    st, _ = on.call("v8_attn_online_split_parallel_dispatch", MERGE, q, k, v, hkv, 600, 599, 1, 0.125,
                     on.pool(4), out=out, scratch_bytes=16)
-    checks["split_scratch_too_small"] = st != 0 and bool(np.all(out == 7.0))
+    checks["split_scratch_too_small"] = st != V8_OK and bool(np.all(out == 7.0))
     ok = all(checks.values())
-    evidence(Rung.PRODUCTION, ok, contract="f16_online_single_range", provider=PROVIDER[4],
+    evidence(Rung.PRODUCTION, ok, contract="f16_online_single_range", provider=PROVIDER[SINGLE],
              check="api_discipline", checks=checks)
     assert ok, checks

@@ -14,14 +14,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
 sys.path.insert(0, str(Path(__file__).parent))
 import online_model as M  # noqa: E402
-from test_online_contracts import SCALE, bits_equal, inputs, maxerr  # noqa: E402
+from test_online_contracts import SCALE, C, bits_equal, inputs, maxerr  # noqa: E402
 
+_V8 = constants(["attention/v8_attention.h"])
+V8_OK = _V8["V8_OK"]
+# the contracts called below, by selector
+MERGE, SINGLE = C["f16_online_fp32_merge"], C["f16_online_single_range"]
+NOSCALE = C["f16_online_single_range_noscale"]
+F16KV, F32KV = C["f16_kv_fp32_online"], C["fp32_online"]
 HERE = Path(__file__).parent
-TREE_ID = {1: M.TREE_AVX2, 2: M.TREE_AVX512, 3: M.TREE_AVX512FP16}
+TREE_ID = M.tree_of_id()  # v8_attn_online_dot_tree() -> the numpy model's tree
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +63,9 @@ def test_decode_bit_exact_with_ggml(on, gg, evidence, shape, kv):
     res = {}
     for threads in (1, 2):
         ref = gg.run(q, k, v, hkv, kv, kv - 1, True, SCALE[d], threads)
-        st, ours = on.call("v8_attn_online_split_ref_workers", 6, q, k, v, hkv, kv, kv - 1, 1,
+        st, ours = on.call("v8_attn_online_split_ref_workers", MERGE, q, k, v, hkv, kv, kv - 1, 1,
                            SCALE[d], threads)
-        res[threads] = (st == 0 and bits_equal(ours, ref), maxerr(ours, ref))
+        res[threads] = (st == V8_OK and bits_equal(ours, ref), maxerr(ours, ref))
     ok = all(r[0] for r in res.values())
     evidence(Rung.EXTERNAL, ok, contract=contract, provider=provider, backend="ggml-python 0.0.45",
              ggml_build="native", tree=TREE_ID[tree], threads={str(t): r[0] for t, r in res.items()},
@@ -85,10 +92,10 @@ def test_prefill_single_range_bit_exact_with_ggml(on, gg, evidence, n_q, past, s
     rng = np.random.default_rng(n_q * 100 + past + d)
     q, k, v = inputs(rng, n_q, h, hkv, d, kv, kv + 9)
     res = {}
-    st, ours = on.call("v8_attn_online_f16kv_ref", 4, q, k, v, hkv, kv, past, 1, SCALE[d])
+    st, ours = on.call("v8_attn_online_f16kv_ref", SINGLE, q, k, v, hkv, kv, past, 1, SCALE[d])
     for threads in (1, 2):
         ref = gg.run(q, k, v, hkv, kv, past, True, SCALE[d], threads)
-        res[threads] = (st == 0 and bits_equal(ours, ref), maxerr(ours, ref))
+        res[threads] = (st == V8_OK and bits_equal(ours, ref), maxerr(ours, ref))
     ok = all(r[0] for r in res.values())
     evidence(Rung.EXTERNAL, ok, contract="f16_online_single_range", provider="attn_online_f16kv",
              backend="ggml-python 0.0.45", ggml_build="native",
@@ -107,8 +114,8 @@ def test_noscale_bit_exact_with_ggml(on, gg, evidence):
     q, k, v = inputs(rng, 1, h, hkv, d, kv, kv)
     q *= np.float32(0.1)
     ref = gg.run(q, k, v, hkv, kv, kv - 1, True, 1.0, 1)
-    st, ours = on.call("v8_attn_online_f16kv_ref", 5, q, k, v, hkv, kv, kv - 1, 1, 0.5)
-    ok = st == 0 and bits_equal(ours, ref)
+    st, ours = on.call("v8_attn_online_f16kv_ref", NOSCALE, q, k, v, hkv, kv, kv - 1, 1, 0.5)
+    ok = st == V8_OK and bits_equal(ours, ref)
     evidence(Rung.EXTERNAL, ok, contract="f16_online_single_range_noscale",
              provider="attn_online_f16kv", backend="ggml-python 0.0.45 (scale 1)", bit_exact=ok,
              max_abs_err=maxerr(ours, ref))
@@ -152,10 +159,10 @@ def test_avx2_tree_bit_exact_with_avx2_ggml(on, evidence):
                 arrays.update({f"q{i}": q, f"k{i}": k, f"v{i}": v})
                 cases.append(dict(hkv=hkv, kv=kv, p0=p0, scale=SCALE[d], threads=threads))
                 if n_q == 1:
-                    st, o = on.call("v8_attn_online_split_ref_tree", 6, q, k, v, hkv, kv, p0, 1,
+                    st, o = on.call("v8_attn_online_split_ref_tree", MERGE, q, k, v, hkv, kv, p0, 1,
                                     SCALE[d], 1, threads)
                 else:
-                    st, o = on.call("v8_attn_online_f16kv_ref_tree", 4, q, k, v, hkv, kv, p0, 1,
+                    st, o = on.call("v8_attn_online_f16kv_ref_tree", SINGLE, q, k, v, hkv, kv, p0, 1,
                                     SCALE[d], 1)
                 ours.append((st, o, dict(H=h, Hkv=hkv, D=d, kv=kv, n_q=n_q, threads=threads)))
                 i += 1
@@ -164,7 +171,7 @@ def test_avx2_tree_bit_exact_with_avx2_ggml(on, evidence):
         subprocess.run([py, "-c", AVX2_SCRIPT, str(HERE), str(Path(tmp) / "in.npz"),
                         json.dumps(cases), str(Path(tmp) / "out.npz")], check=True, timeout=300)
         got = np.load(Path(tmp) / "out.npz")
-        results = [(st == 0 and bits_equal(o, got[f"o{j}"]), maxerr(o, got[f"o{j}"]), meta)
+        results = [(st == V8_OK and bits_equal(o, got[f"o{j}"]), maxerr(o, got[f"o{j}"]), meta)
                    for j, (st, o, meta) in enumerate(ours)]
     n_exact = sum(r[0] for r in results)
     ok = n_exact == len(results)
@@ -192,7 +199,7 @@ def test_f16_kv_fp32_online_vs_pytorch(on, evidence, case):
         pytest.fail(f"torch missing: {exc}")
     rng = np.random.default_rng(kv + n_q)
     q, k, v = inputs(rng, n_q, h, hkv, d, kv, kv + 3)
-    st, ours = on.call("v8_attn_online_f16kv", 2, q, k, v, hkv, kv, p0, 1, SCALE[d])
+    st, ours = on.call("v8_attn_online_f16kv", F16KV, q, k, v, hkv, kv, p0, 1, SCALE[d])
     group = h // hkv
     kt = torch.from_numpy(k.view(np.float16)[:, :kv].astype(np.float32)).repeat_interleave(group, 0)
     vt = torch.from_numpy(v.view(np.float16)[:, :kv].astype(np.float32)).repeat_interleave(group, 0)
@@ -203,7 +210,7 @@ def test_f16_kv_fp32_online_vs_pytorch(on, evidence, case):
     ref = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, scale=SCALE[d])
     ref = np.transpose(ref.numpy(), (1, 0, 2))
     err = maxerr(ours, ref)
-    ok = st == 0 and err <= 5e-5
+    ok = st == V8_OK and err <= 5e-5
     evidence(Rung.EXTERNAL, ok, contract="f16_kv_fp32_online", provider="attn_online_f16kv",
              backend=f"torch {torch.__version__} SDPA (K/V rounded through fp16)", tolerance=5e-5,
              max_abs_err=err, shape=dict(H=h, Hkv=hkv, D=d, n_q=n_q, kv=kv))
@@ -215,7 +222,7 @@ def test_fp32_online_vs_pytorch(on, evidence):
     h, hkv, d, n_q, kv, p0 = 8, 2, 128, 3, 700, 697
     rng = np.random.default_rng(9)
     q, k, v = inputs(rng, n_q, h, hkv, d, kv, kv, f16=False)
-    st, ours = on.call("v8_attn_online_f32kv", 1, q, k, v, hkv, kv, p0, 1, SCALE[d])
+    st, ours = on.call("v8_attn_online_f32kv", F32KV, q, k, v, hkv, kv, p0, 1, SCALE[d])
     kt = torch.from_numpy(k[:, :kv]).repeat_interleave(h // hkv, 0)
     vt = torch.from_numpy(v[:, :kv]).repeat_interleave(h // hkv, 0)
     qt = torch.from_numpy(np.transpose(q, (1, 0, 2)).copy())
@@ -225,7 +232,7 @@ def test_fp32_online_vs_pytorch(on, evidence):
     ref = np.transpose(torch.nn.functional.scaled_dot_product_attention(
         qt, kt, vt, attn_mask=mask, scale=SCALE[d]).numpy(), (1, 0, 2))
     err = maxerr(ours, ref)
-    ok = st == 0 and err <= 5e-5
+    ok = st == V8_OK and err <= 5e-5
     evidence(Rung.EXTERNAL, ok, contract="fp32_online", provider="attn_online_f32kv",
              backend=f"torch {torch.__version__} SDPA", tolerance=5e-5, max_abs_err=err)
     assert ok, err

@@ -12,7 +12,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import online_model as M  # noqa: E402
 
-SPLIT_CONTRACT = 6  # V8_ATTN_F16_ONLINE_FP32_MERGE
+from v8dialect.c_abi import constants
+
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+SPLIT_CONTRACT = constants(["attention/v8_attention.h"])["V8_ATTN_F16_ONLINE_FP32_MERGE"]
 H, HKV, D = 4, 2, 64
 
 
@@ -34,7 +39,7 @@ def test_split_scratch_agrees_with_its_size_function(online: M.Online, kv_len: i
     out = np.full((1, H, D), 7.0, np.float32)
     st, _ = online.call("v8_attn_online_split_parallel_dispatch", SPLIT_CONTRACT, q, k, v, HKV, kv_len,
                         kv_len - 1, 1, 0.125, pool, out=out, scratch_bytes=need - 1)
-    assert st == 2 and np.all(out == 7.0)
+    assert st == V8_ERR_BAD_DIMENSION and np.all(out == 7.0)
     st, out = online.call("v8_attn_online_split_parallel_dispatch", SPLIT_CONTRACT, q, k, v, HKV, kv_len,
                           kv_len - 1, 1, 0.125, pool, scratch_bytes=need)
-    assert st == 0 and np.isfinite(out).all()
+    assert st == V8_OK and np.isfinite(out).all()

@@ -31,8 +31,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 import online_model as OM  # noqa: E402
 from tiled_model import AttnCase, Runner, bits_equal, build_lib, build_llama_regular, make_case  # noqa: E402
 
-V8_OK = 0
-V8_ERR_BAD_DIMENSION = 2
+from v8dialect.c_abi import constants
+
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
 WORKERS = 2
 ROOMY_EXTRA = 4096
 H, HKV = 4, 2

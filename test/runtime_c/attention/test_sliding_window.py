@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -41,8 +42,11 @@ AUTO = {"avx512": "f16_flash_auto_qtile64_fp32_dot", "avx2": "f16_flash_auto_qti
 SPLIT = "f16_online_fp32_merge_fp32_dot"
 TILED = "f16_kv_tiled64_fp32_softmax_fp64_sum_update"
 REGULAR = "fp32_llama_regular"
-V8_ERR_BAD_DIMENSION = 2
-AVX2_MASK, ALL = 0x7, 0xFFFFFFFF
+_V8 = constants(["v8_runtime.h"])
+_ATTN = constants(["attention/v8_attention.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+AVX2_MASK, ALL = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"], 0xFFFFFFFF
 
 # (n_q, past, head dim, window): windows shorter than, equal to and longer than a 64-key tile,
 # one that masks nothing, prompts from one token to past a 64-row query tile
@@ -101,9 +105,9 @@ def test_prefill_window_vs_llamacpp(evidence: Callable[..., Any]) -> None:
     for n_q, past, d, w in PREFILL:
         c = case(n_q, past, d, w)
         st, ours = run.run("ref", c)
-        assert st == 0
+        assert st == V8_OK
         st, prod = run.run("prod", c)
-        assert st == 0 and mismatch(prod, ours)[0] == 0, (n_q, past, d, w)
+        assert st == V8_OK and mismatch(prod, ours)[0] == 0, (n_q, past, d, w)
         for threads in (1, 2):
             figures[f"q{n_q}/past{past}/d{d}/w{w}/t{threads}"] = mismatch(ours, ggml_swa(g, c, threads))[0]
     ok = not any(figures.values())
@@ -123,7 +127,7 @@ def test_split_kv_decode_window_vs_llamacpp(evidence: Callable[..., Any]) -> Non
             c = case(1, 0, d, w, kv_len=kv)
             for workers in (1, 2):
                 st, ours = run_pool(run, c, workers)
-                assert st == 0
+                assert st == V8_OK
                 figures[f"kv{kv}/w{w}/d{d}/t{workers}"] = mismatch(ours, ggml_swa(g, c, workers))[0]
     ok = not any(figures.values())
     evidence(Rung.EXTERNAL, ok, contract=SPLIT, provider="attn_online_split_f16kv",
@@ -138,15 +142,16 @@ def test_split_kv_decode_window_vs_llamacpp(evidence: Callable[..., Any]) -> Non
 @pytest.mark.parametrize("tree", [M.TREE_AVX2, M.TREE_AVX512, M.TREE_AVX512FP16])
 def test_single_range_oracle_matches_numpy_model(tree: str, evidence: Callable[..., Any]) -> None:
     on = M.Online()
-    tree_id = {M.TREE_AVX2: 1, M.TREE_AVX512: 2, M.TREE_AVX512FP16: 3}[tree]
+    tree_id = {t: i for i, t in M.tree_of_id().items()}[tree]
     bad = []
     for n_q, past, d, w in ((1, 299, 64, 1), (1, 299, 128, 100), (6, 40, 64, 7), (20, 0, 128, 9)):
         c = case(n_q, past, d, w)
         k, v = c.k16.view(np.uint16), c.v16.view(np.uint16)
-        st, ref = on.call("v8_attn_online_f16kv_ref_tree", 4, c.q, k, v, 2, c.kv_len, c.q_pos0, 1,
+        st, ref = on.call("v8_attn_online_f16kv_ref_tree", _ATTN["V8_ATTN_F16_ONLINE_SINGLE_RANGE"], c.q,
+                          k, v, 2, c.kv_len, c.q_pos0, 1,
                           c.scale, tree_id, window=w)
         model = M.f16_single_range(c.q, k, v, 4, 2, c.kv_len, c.q_pos0, True, c.scale, tree, window=w)
-        if st != 0 or mismatch(ref, model)[0]:
+        if st != V8_OK or mismatch(ref, model)[0]:
             bad.append(f"q{n_q}/past{past}/d{d}/w{w}")
     evidence(Rung.ORACLE, not bad, contract="f16_online_single_range", provider="attn_online_f16kv",
              backend="numpy_model", tree=tree, window=True, failures=bad)
@@ -160,10 +165,11 @@ def test_split_oracle_matches_numpy_model(workers: int, evidence: Callable[..., 
     for kv, w in ((1058, 1), (1058, 300), (1609, 700), (513, 100)):
         c = case(1, 0, 64, w, kv_len=kv)
         k, v = c.k16.view(np.uint16), c.v16.view(np.uint16)
-        st, ref = on.call("v8_attn_online_split_ref_tree", 6, c.q, k, v, 2, kv, kv - 1, 1, c.scale,
-                          3, workers, window=w)
+        st, ref = on.call("v8_attn_online_split_ref_tree", _ATTN["V8_ATTN_F16_ONLINE_FP32_MERGE"], c.q, k, v,
+                          2, kv, kv - 1, 1, c.scale, _ATTN["V8_ATTN_TREE_AVX512FP16_F16X32X4"], workers,
+                          window=w)
         model = M.f16_split_kv(c.q, k, v, 4, 2, kv, c.scale, M.TREE_AVX512FP16, workers, window=w)
-        if st != 0 or mismatch(ref, model)[0]:
+        if st != V8_OK or mismatch(ref, model)[0]:
             bad.append(f"kv{kv}/w{w}")
     evidence(Rung.ORACLE, not bad, contract="f16_online_fp32_merge", provider="attn_online_split_f16kv",
              backend="numpy_model", chunks=workers, window=True, failures=bad)
@@ -179,7 +185,7 @@ def test_tiled_oracle_matches_numpy_model(lanes: int, contract: str, evidence: C
         st, ref = run.run("ref", c)
         model = tiled_attention(c.q, c.k16, c.v16, c.kv_len, c.q_pos0, True, c.scale, 2,
                                 lanes=lanes, window=w)
-        if st != 0 or mismatch(ref, model)[0]:
+        if st != V8_OK or mismatch(ref, model)[0]:
             bad.append(f"q{n_q}/past{past}/d{d}/w{w}")
     evidence(Rung.ORACLE, not bad, contract=contract, provider="attn_tiled64_f16kv",
              backend="numpy_model", window=True, failures=bad)
@@ -193,7 +199,7 @@ def test_llama_regular_oracle_matches_numpy_model(evidence: Callable[..., Any]) 
         c = case(n_q, past, d, w)
         st, ref = run.run("ref", c)
         model = llama_regular(c.q, c.k16, c.v16, c.kv_len, c.q_pos0, True, c.scale, 2, window=w)
-        if st != 0 or mismatch(ref, model)[0]:
+        if st != V8_OK or mismatch(ref, model)[0]:
             bad.append(f"q{n_q}/past{past}/d{d}/w{w}")
     evidence(Rung.ORACLE, not bad, contract=REGULAR, provider="attn_llama_regular_f16kv",
              backend="numpy_model", window=True, failures=bad)
@@ -241,7 +247,7 @@ def test_threadpool_equals_oracle(workers: int, evidence: Callable[..., Any]) ->
         c = case(1, 0, 128, w, kv_len=kv)
         st, got = run_pool(split, c, workers)
         args, keep = split._args(c, ref := np.zeros_like(c.q), workers)
-        assert lib().lib.v8_attn_online_split_ref_workers(workers, *args) == 0 and st == 0
+        assert lib().lib.v8_attn_online_split_ref_workers(workers, *args) == 0 and st == V8_OK
         del keep
         if mismatch(got, ref)[0]:
             bad.append(f"split kv{kv}/w{w}")

@@ -25,12 +25,16 @@ from tiled_model import (
     tiled_attention,
 )
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
 CONTRACT = "f16_flash_auto_qtile64"
 PROVIDER = "attn_auto_qtile64_f16kv"
 V8_CPU_ALL = 0xFFFFFFFF
-V8_CPU_AVX2_FMA_F16C = 0x7
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
+V8_CPU_AVX2_FMA_F16C = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"]
 
 
 @functools.cache
@@ -65,13 +69,13 @@ def test_threshold_rule(evidence):
 def test_oracle_matches_numpy_model(n_q, past, evidence):
     c = case(n_q, past)
     st, ours = runner().run("ref", c)
-    assert st == 0
+    assert st == V8_OK
     if n_q >= 64:
         branch = "tiled"
         model = tiled_attention(c.q, c.k16, c.v16, c.kv_len, c.q_pos0, c.causal, c.scale, c.n_head_kv)
     else:
         branch = "single_range"
-        tree = online_model.TREE_OF_ID[lib().lib.v8_attn_online_dot_tree()]
+        tree = online_model.tree_of_id()[lib().lib.v8_attn_online_dot_tree()]
         model = online_model.f16_single_range(c.q, c.k16.view(np.uint16), c.v16.view(np.uint16),
                                               c.n_head, c.n_head_kv, c.kv_len, c.q_pos0, c.causal,
                                               c.scale, tree)
@@ -97,7 +101,7 @@ def test_production_matches_oracle(isa, evidence):
             c = case(n_q, past)
             _, ref = runner().run("ref", c)   # the oracle under the same ISA (single-range tree)
             st, out = runner().run("prod", c)
-            assert st == 0
+            assert st == V8_OK
             n_diff, err = mismatch(out, ref)
             results.append(dict(n_q=n_q, past=past, bitexact=int(out.size) - n_diff,
                                 elements=int(out.size), max_abs_err=err))
@@ -118,7 +122,7 @@ def test_threadpool_matches_oracle(workers, evidence):
             c = case(n_q, past)
             _, ref = runner().run("ref", c)
             st, out = runner().run("pool", c, workers=workers, pool=pool)
-            assert st == 0
+            assert st == V8_OK
             n_diff, err = mismatch(out, ref)
             results.append(dict(n_q=n_q, past=past, bitexact=int(out.size) - n_diff,
                                 elements=int(out.size), max_abs_err=err))
@@ -144,7 +148,7 @@ def test_ggml_flash_attn_ext(n_q, past, causal, evidence):
                     f"ggml-python's libggml here is the {build} build")
     c = case(n_q, past, causal=causal)
     st, ours = runner().run("prod", c)
-    assert st == 0
+    assert st == V8_OK
     # ggml decodes a single query over >= 512 (padded) keys with its split-KV path,
     # whose chunks follow the thread count (contract f16_online_fp32_merge); at one
     # thread that is one chunk and equals the single range, so only one thread
@@ -174,7 +178,7 @@ def test_ggml_head_dim_72_stays_single_range(evidence):
     st, ours = runner().run("prod", c)
     ref = ggml_flash_attn(c, 1)
     n_diff, err = mismatch(ours, ref)
-    ok = st == 0 and n_diff == 0
+    ok = st == V8_OK and n_diff == 0
     evidence(Rung.EXTERNAL, ok, contract=CONTRACT, provider=PROVIDER, backend="ggml_flash_attn_ext",
              branch="single_range", n_q=65, past=5, head_dim=72, bitexact=int(ours.size) - n_diff,
              elements=int(ours.size), max_abs_err=err)
@@ -187,7 +191,7 @@ def test_unknown_selector_untouched(evidence):
     for kind in ("ref", "prod"):
         for sel in (4, 7, 99):
             st, out = runner().run(kind, c, selector=sel)
-            checks[f"{kind}_{sel}"] = st == 3 and bool(np.isnan(out).all())
+            checks[f"{kind}_{sel}"] = st == V8_ERR_UNKNOWN_SELECTOR and bool(np.isnan(out).all())
     ok = all(checks.values())
     evidence(Rung.PRODUCTION, ok, contract=CONTRACT, provider=PROVIDER, check="unknown_selector",
              **checks)

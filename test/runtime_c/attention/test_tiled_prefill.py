@@ -13,6 +13,7 @@ import functools
 import numpy as np
 import pytest
 from tiled_model import (
+    SELECTORS,
     Runner,
     bits_equal,
     build_lib,
@@ -23,13 +24,17 @@ from tiled_model import (
     tiled_attention,
 )
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
 CONTRACT = "f16_kv_tiled64_fp32_softmax_fp64_sum_update"
 PROVIDER = "attn_tiled64_f16kv"
-V8_CPU_AVX2_FMA_F16C = 0x7
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
+V8_CPU_AVX2_FMA_F16C = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"]
 V8_CPU_ALL = 0xFFFFFFFF
-ISA_AVX2, ISA_AVX512 = 1, 2
+ISA_AVX2, ISA_AVX512 = _V8["V8_ISA_AVX2"], _V8["V8_ISA_AVX512"]
 
 
 @functools.cache
@@ -65,7 +70,7 @@ def case(shape, seed=11):
 @functools.cache
 def oracle(shape):
     st, out = runner().run("ref", case(shape))
-    assert st == 0
+    assert st == V8_OK
     return out
 
 
@@ -102,7 +107,7 @@ def test_production_matches_oracle(isa, evidence):
         results = []
         for shape in SMALL + LARGE:
             st, out = runner().run("prod", case(shape))
-            assert st == 0
+            assert st == V8_OK
             n_diff, err = mismatch(out, oracle(shape))
             results.append(dict(describe(shape), bitexact=int(out.size) - n_diff,
                                 elements=int(out.size), max_abs_err=err))
@@ -122,7 +127,7 @@ def test_threadpool_matches_oracle(workers, evidence):
     try:
         for shape in SMALL + LARGE[:1]:
             st, out = runner().run("pool", case(shape), workers=workers, pool=pool)
-            assert st == 0
+            assert st == V8_OK
             n_diff, err = mismatch(out, oracle(shape))
             results.append(dict(describe(shape), bitexact=int(out.size) - n_diff,
                                 elements=int(out.size), max_abs_err=err))
@@ -160,7 +165,7 @@ def test_ggml_flash_attn_ext_tiled(n_q, past, causal, evidence):
     shape = (n_q, past, 4, 2, d, causal) if n_q < 1008 else (n_q, past, 2, 1, d, causal)
     c = case(shape, seed=3)
     st, ours = runner().run("prod", c)
-    assert st == 0
+    assert st == V8_OK
     results = []
     for threads in (1, 2):
         ref = ggml_flash_attn(c, threads)
@@ -183,10 +188,10 @@ def test_api_discipline(evidence):
     c = case(SMALL[0])
     checks = {}
     for kind in ("ref", "prod"):
-        st, out = r.run(kind, c, selector=4)
-        checks[f"{kind}_unknown_selector"] = st == 3 and np.isnan(out).all()
-    st, out = r.run("prod", c, selector=8)
-    checks["prod_auto_selector_rejected"] = st == 3 and np.isnan(out).all()
+        st, out = r.run(kind, c, selector=SELECTORS["f16_online_single_range"])
+        checks[f"{kind}_unknown_selector"] = st == V8_ERR_UNKNOWN_SELECTOR and np.isnan(out).all()
+    st, out = r.run("prod", c, selector=SELECTORS["f16_flash_auto_qtile64"])
+    checks["prod_auto_selector_rejected"] = st == V8_ERR_UNKNOWN_SELECTOR and np.isnan(out).all()
     ffi, lb = r.ffi, r.lib
     out = np.full(c.q.shape, np.nan, np.float32)
     args, keep = r._args(c, out, 1)

@@ -311,37 +311,35 @@ def ggml_flash_attn(case: AttnCase, n_threads: int, pad: int = 256) -> np.ndarra
 
 # ---- the C providers under test (cffi) ------------------------------------------
 
-ATTN_ARGS = """int contract, float *out, const float *q, const void *k, const void *v,
-    int64_t n_q, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
-    int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal, int64_t window,
-    float scale, void *scratch, size_t scratch_bytes"""
-
-SELECTORS = {
-    "fp32_llama_regular": 3,
-    "f16_online_single_range": 4,
-    "f16_kv_tiled64_fp32_softmax_fp64_sum_update": 7,
-    "f16_flash_auto_qtile64": 8,
-    "f16_online_single_range_fp32_dot": 10,
-    "f16_online_fp32_merge_fp32_dot": 11,
-    "f16_flash_auto_qtile64_fp32_dot": 12,
-    "f16_kv_tiled64_fp32_softmax_fp64_sum_update_8_lane_vexp": 13,
-    "f16_flash_auto_qtile64_fp32_dot_8_lane": 14,
-}
+def _attention_constants() -> dict[str, int]:
+    from v8dialect.c_abi import constants
+    return constants(["attention/v8_attention.h"])
 
 
-def _provider_cdef(prefix: str) -> str:
-    return f"""
-size_t {prefix}_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim, int n_workers);
-v8_status {prefix}_ref({ATTN_ARGS});
-v8_status {prefix}({ATTN_ARGS});
-v8_status {prefix}_parallel_dispatch(v8_threadpool *pool, {ATTN_ARGS});
-"""
+SELECTORS = {name: _attention_constants()[f"V8_ATTN_{name.upper()}"] for name in (
+    "fp32_llama_regular",
+    "f16_online_single_range",
+    "f16_kv_tiled64_fp32_softmax_fp64_sum_update",
+    "f16_flash_auto_qtile64",
+    "f16_online_single_range_fp32_dot",
+    "f16_online_fp32_merge_fp32_dot",
+    "f16_flash_auto_qtile64_fp32_dot",
+    "f16_kv_tiled64_fp32_softmax_fp64_sum_update_8_lane_vexp",
+    "f16_flash_auto_qtile64_fp32_dot_8_lane",
+)}
+
+
+def _tiled_cdef(*prefixes: str, also: tuple[str, ...] = ()) -> str:
+    """The runtime core and the v8_attention_tiled.h providers named by prefix (and `also`)."""
+    from v8dialect.cbuild import runtime_cdef
+    return runtime_cdef("attention/v8_attention_tiled.h",
+                        functions=lambda name: name.startswith(prefixes) or name in also)
 
 
 def build_llama_regular():
-    from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+    from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build
     return build(CBuild(name="v8_attn_llama_regular_test",
-                        cdef=RUNTIME_CORE_CDEF + _provider_cdef("v8_attn_llama_regular"),
+                        cdef=_tiled_cdef("v8_attn_llama_regular"),
                         source='#include "attention/v8_attention_tiled.h"\n',
                         runtime_sources=tuple(RUNTIME_CORE_SOURCES) + ("attention/llama_regular.c",)))
 
@@ -349,17 +347,13 @@ def build_llama_regular():
 def build_lib(with_online: bool = False):
     """Compile runtime core + our attention sources (and the single-range provider
     the auto composite dispatches to); returns the cffi module."""
-    from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+    from v8dialect.c_abi import declared_in
+    from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build
     sources = list(RUNTIME_CORE_SOURCES) + ["attention/tiled.c"]
-    cdef = RUNTIME_CORE_CDEF + _provider_cdef("v8_attn_tiled")
+    cdef = _tiled_cdef("v8_attn_tiled")
     if with_online:
         sources += ["attention/online.c", "attention/tiled_auto.c"]
-        cdef += _provider_cdef("v8_attn_auto") + "int v8_attn_auto_uses_tiled(int64_t n_q, int64_t head_dim);\n"
-        cdef += "int v8_attn_online_dot_tree(void);\n"
-        cdef += "int v8_attn_online_fp32_dot_tree(void);\n"
-        cdef += _provider_cdef("v8_attn_online_split")
-        cdef += f"v8_status v8_attn_online_split_ref_workers(int n_workers, {ATTN_ARGS});\n"
-    cdef += "v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, void *fn, void *ctx);\n"
+        cdef = _tiled_cdef("v8_attn_tiled", "v8_attn_auto", also=tuple(declared_in("attention/v8_attention.h")))
     return build(CBuild(name="v8_attn_tiled_test" + ("_auto" if with_online else ""), cdef=cdef,
                         source='#include "attention/v8_attention_tiled.h"\n',
                         runtime_sources=tuple(sources)))

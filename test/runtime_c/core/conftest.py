@@ -6,7 +6,7 @@ from types import ModuleType
 
 import pytest
 
-from v8dialect.cbuild import RUNTIME_CORE_CDEF, CBuild, build
+from v8dialect.cbuild import CBuild, build, runtime_cdef
 
 # A task callback that counts, atomically, how often each task ran and which
 # worker ran it, so the tests can prove "exactly once" for every task.
@@ -107,5 +107,5 @@ int probe_negative(v8_threadpool *pool);
 
 @pytest.fixture(scope="session")
 def core() -> ModuleType:
-    return build(CBuild(name="v8_core_probe", cdef=RUNTIME_CORE_CDEF + PROBE_CDEF,
+    return build(CBuild(name="v8_core_probe", cdef=runtime_cdef() + PROBE_CDEF,
                         source=PROBE_SOURCE))

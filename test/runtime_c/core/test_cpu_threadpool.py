@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Rung
 
 ALL_FEATURES = 0xFFFFFFFF
@@ -27,7 +28,10 @@ FEATURE_FLAGS = {
 }
 AVX2_SET = (1 << 0) | (1 << 1) | (1 << 2)
 AVX512_SET = AVX2_SET | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6)
-V8_OK, V8_ERR_NULL_ARGUMENT, V8_ERR_BAD_DIMENSION = 0, 1, 2
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_NULL_ARGUMENT = _V8["V8_ERR_NULL_ARGUMENT"]
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
 
 
 def cpuinfo_flags() -> set[str]:

@@ -18,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Rung
 
 ALL_FEATURES = 0xFFFFFFFF
-V8_CPU_F16C = 1 << 2
+_V8 = constants(["v8_runtime.h"])
+V8_CPU_F16C = _V8["V8_CPU_F16C"]
 
 
 @contextmanager

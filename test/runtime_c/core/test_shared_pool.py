@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.cbuild import RUNTIME_CORE_CDEF, CBuild, build
+from v8dialect.c_abi import constants
+from v8dialect.cbuild import CBuild, build, runtime_cdef
 from v8dialect.contract_ir import to_attr
 from v8dialect.contracts import load_registry
 from v8dialect.program import Program
@@ -68,12 +69,14 @@ int tag_run(v8_threadpool *pool, int32_t tag, int64_t n_tasks, int32_t *seen, in
 int nested_run(v8_threadpool *pool, int32_t *nested);
 """
 
-V8_ERR_BAD_THREADING = 4
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_BAD_THREADING = _V8["V8_ERR_BAD_THREADING"]
 
 
 @pytest.fixture(scope="module")
 def probe() -> ModuleType:
-    return build(CBuild(name="v8_shared_pool_probe", cdef=RUNTIME_CORE_CDEF + CDEF, source=SOURCE))
+    return build(CBuild(name="v8_shared_pool_probe", cdef=runtime_cdef() + CDEF, source=SOURCE))
 
 
 def run_threads(count: int, body: Callable[[int], None], timeout: float = 60.0) -> None:
@@ -111,7 +114,7 @@ def test_callers_sharing_a_pool_never_mix_jobs(probe: ModuleType, callers: int, 
             counts = np.zeros(n_tasks, dtype=np.int32)
             status = lib.tag_run(pool, tag, n_tasks, ffi.from_buffer("int32_t[]", seen),
                                  ffi.from_buffer("int32_t[]", counts))
-            assert status == 0
+            assert status == V8_OK
             assert (counts == 1).all(), counts
             assert (seen == tag).all(), seen
 
@@ -134,7 +137,7 @@ def test_dispatch_from_inside_a_task_is_refused(probe: ModuleType, workers: int)
         counts = np.zeros(5, dtype=np.int32)
         status = lib.tag_run(pool, 9, 5, ffi.from_buffer("int32_t[]", seen),
                              ffi.from_buffer("int32_t[]", counts))
-        assert status == 0
+        assert status == V8_OK
         assert (counts == 1).all() and (seen == 9).all()
     finally:
         lib.v8_threadpool_destroy(pool)

@@ -27,8 +27,10 @@ import ops_models as models
 import pytest
 from ops_specs import fptr, spread
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Rung
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 F32 = np.float32
 WORKERS = (1, 2, 3, 4, 8)
 SENTINEL = F32(-1234.5)
@@ -176,7 +178,7 @@ def test_gdn_oracle_matches_numpy_model(ops: ModuleType, evidence: Callable[...,
     for case in GDN_CASES:
         i = gdn_make(rng, case)
         status, *got = gdn_call(ops, "v8_gated_delta_net_f32_ref", i)
-        assert status == 0
+        assert status == V8_OK
         figures += three(tuple(got), gdn_model(i))
     total = merge(figures)
     ok = total["bit_exact"] == total["compared"]
@@ -212,12 +214,12 @@ def test_gdn_production_and_threadpool_match_oracle(
         i = gdn_make(rng, case)
         _, *want = gdn_call(ops, "v8_gated_delta_net_f32_ref", i)
         status, *got = gdn_call(ops, "v8_gated_delta_net_f32", i)
-        assert status == 0
+        assert status == V8_OK
         production += three(tuple(got), tuple(want))
         for w in WORKERS:
             status, *got = gdn_call(ops, "v8_gated_delta_net_f32_parallel_dispatch", i,
                                     pools[w])
-            assert status == 0
+            assert status == V8_OK
             per_workers[w] += three(tuple(got), tuple(want))
     prod = merge(production)
     ok = prod["bit_exact"] == prod["compared"]
@@ -299,7 +301,7 @@ def test_head_split_copies_the_declared_part(ops: ModuleType, pools: dict[int, A
         for part in range(parts):
             want = np.ascontiguousarray(x[:, :, part * d:(part + 1) * d])
             status, ref = split_call(ops, "v8_head_split_f32_ref", x, part, parts)
-            assert status == 0
+            assert status == V8_OK
             figures["oracle"].append(models.compare(ref, want))
             figures["production"].append(models.compare(
                 split_call(ops, "v8_head_split_f32", x, part, parts)[1], ref))
@@ -331,7 +333,7 @@ def test_sigmoid_gate_matches_numpy_model(ops: ModuleType, pools: dict[int, Any]
             g[:6] = np.array([-100.0, -88.5, 88.5, 100.0, 0.0, -0.0], F32)
         want = a * (F32(1.0) / (F32(1.0) + expf(-g)))
         status, ref = gate_call(ops, "v8_sigmoid_gate_f32_ref", a, g)
-        assert status == 0
+        assert status == V8_OK
         figures["oracle"].append(models.compare(ref, want))
         figures["production"].append(models.compare(
             gate_call(ops, "v8_sigmoid_gate_f32", a, g)[1], ref))

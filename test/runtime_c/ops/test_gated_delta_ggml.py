@@ -38,9 +38,11 @@ import ops_models as models
 import pytest
 from ops_specs import fptr, spread
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 from v8dialect.host import native_loop_vectors
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 F32 = np.float32
 F64 = np.float64
 U32 = np.uint32
@@ -537,13 +539,13 @@ def test_production_and_threadpool_match_oracle(ops: ModuleType, pools: dict[int
         for label, mask in masks.items():
             restricted(mask)
             status, *got = call(ops, BASE, i, selector=build.selector)
-            assert status == 0
+            assert status == V8_OK
             production[label] += [models.compare(g, w) for g, w in zip(got, want, strict=True)]
         restricted(CPU_ALL)
         for w in WORKERS:
             status, *got = call(ops, BASE + "_parallel_dispatch", i, pools[w],
                                 selector=build.selector)
-            assert status == 0
+            assert status == V8_OK
             per_workers[w] += [models.compare(g, x) for g, x in zip(got, want, strict=True)]
 
     def merge(f: list[dict[str, Any]]) -> dict[str, Any]:

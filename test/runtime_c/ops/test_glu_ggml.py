@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 SWIGLU = ("swiglu_fp32_ggml_vexp", "swiglu_fp32_ggml", "v8_swiglu_ggml_f32", "V8_SWIGLU_FP32_GGML_VEXP")
 GEGLU = ("geglu_fp32_ggml_fp16_table", "geglu_fp32_ggml", "v8_geglu_ggml_f32",
          "V8_GEGLU_FP32_GGML_FP16_TABLE")
@@ -42,7 +44,7 @@ def call(ops: ModuleType, fn: str, selector: str, g: np.ndarray, u: np.ndarray,
             ffi.cast("float *", ffi.from_buffer(g)), ffi.cast("float *", ffi.from_buffer(u)),
             g.shape[0], g.shape[1]]
     st = getattr(lib, fn)(*([pool] if pool is not None else []), *args)
-    assert st == 0, st
+    assert st == V8_OK, st
     return y
 
 
@@ -133,7 +135,7 @@ def test_swiglu_lane_width_is_arithmetic(ops: ModuleType, restricted: Callable[[
     wide = call(ops, "v8_swiglu_ggml_f32_ref", SWIGLU[3], g, u)
     restricted(CPU_AVX2_ONLY)
     narrow = call(ops, "v8_swiglu_ggml_f32_ref", SWIGLU[3], g, u)
-    if int(ops.lib.v8_cpu_features()) & (1 << 3):  # AVX-512 present before the restriction
+    if int(ops.lib.v8_cpu_features()) & ops.lib.V8_CPU_AVX512F:  # AVX-512 present before the restriction
         assert not same(wide, narrow)
 
 

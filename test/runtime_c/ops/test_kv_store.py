@@ -8,8 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Rung
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 HKV, CAP, D = 3, 40, 72
 SELECTOR = "V8_KV_STORE_F16_ROUND_NEAREST_EVEN"
 
@@ -57,7 +59,8 @@ def test_bad_arguments_leave_the_cache_untouched(ops: ModuleType, fn: str) -> No
     new = rows(4, seed=3)
     cache = np.full((HKV, CAP, D), 0xABCD, dtype=np.uint16)
     assert store(ops, fn, new, cache, CAP - 3) == ops.lib.V8_ERR_BAD_DIMENSION  # would overflow
-    assert store(ops, fn, new, cache, 0, selector=0x401) == ops.lib.V8_ERR_UNKNOWN_SELECTOR
+    foreign = ops.lib.V8_EMBEDDING_FP32_ROW_COPY
+    assert store(ops, fn, new, cache, 0, selector=foreign) == ops.lib.V8_ERR_UNKNOWN_SELECTOR
     assert np.all(cache == 0xABCD)
 
 
@@ -72,6 +75,6 @@ def test_fp32_store_copies_exactly(ops: ModuleType, fn: str, evidence: Any) -> N
                               ffi.from_buffer("float[]", cache), 6, HKV, D, CAP, 11)
     equal = int(np.sum(cache.view(np.uint32) == want.view(np.uint32)))
     rung = Rung.ORACLE if fn.endswith("_ref") else Rung.PRODUCTION
-    evidence(rung, status == 0 and equal == cache.size, contract="kv_store_fp32_copy",
+    evidence(rung, status == V8_OK and equal == cache.size, contract="kv_store_fp32_copy",
              provider="kv_store_f32", bit_exact=f"{equal}/{cache.size}")
-    assert status == 0 and equal == cache.size
+    assert status == V8_OK and equal == cache.size

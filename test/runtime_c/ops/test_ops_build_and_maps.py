@@ -81,33 +81,20 @@ def load_maps() -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((ROOT / "ops").glob("*.kmap.json"))]
 
 
-def test_kernel_maps_agree_with_header() -> None:
-    """A self-check against the README schema (the project loader is the authority)."""
+def test_kernel_maps_follow_the_schema() -> None:
+    """A self-check against the README schema; that each map's functions, ABI and selectors
+    are the header's prototypes and enum constants is the project loader's check (below)."""
     maps = load_maps()
     assert len({m["id"] for m in maps}) == len(maps)
-    header = (ROOT / "ops" / "v8_ops.h").read_text()
     for m in maps:
         assert m["schema"] == "v8.kernel_map/1"
         inline = m.get("emission", "call") == "inline"
         assert set(m) <= (MAP_KEYS_INLINE if inline else MAP_KEYS_CALL), m["id"]
-        for c in m["contracts"]:
-            assert re.search(rf"\b{c['selector']}\s*=", header), c
         if inline:
             assert m["threading"]["runtime"] == "serial"
             assert m["isa_dispatch"] == {"kind": "runtime",
                                          "variants": ["avx512", "avx2", "scalar"]}
             continue
-        for role, fn in m["functions"].items():
-            decl = re.search(rf"v8_status\s+{fn}\s*\(([^;]*)\);", header)
-            assert decl, (m["id"], role, fn)
-            params = [p.strip() for p in decl.group(1).split(",")]
-            if role == "threadpool":
-                assert params[0] == "v8_threadpool *pool", fn
-                params = params[1:]
-            # the map's ABI is the declaration, argument by argument
-            want = [f"{a['ctype']} {a['name']}".replace("* ", "*") for a in m["abi"]["args"]]
-            got = [re.sub(r"\s+", " ", p).replace("* ", "*") for p in params]
-            assert got == want, (fn, got, want)
         for src in m["sources"]:
             assert (ROOT / src).is_file(), src
         assert (ROOT / m["header"]).is_file()

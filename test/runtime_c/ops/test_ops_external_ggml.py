@@ -24,8 +24,10 @@ import ops_models as models
 import pytest
 from ops_specs import MROPE, RMSNORM, ROPE_NEOX, ROPE_NORMAL, OpSpec, spread
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 GGML_ROPE_TYPE_NORMAL, GGML_ROPE_TYPE_NEOX, GGML_ROPE_TYPE_MROPE = 0, 2, 8
 THREADS = (1, 2)
 
@@ -61,7 +63,7 @@ def c_call(ops: ModuleType, spec: OpSpec, inputs: dict[str, Any]) -> np.ndarray:
     out = np.zeros(spec.out_shape(inputs), dtype=np.float32)
     st = getattr(ops.lib, spec.base + "_ref")(getattr(ops.lib, spec.selector),
                                               *spec.args(ops.ffi, inputs, out))
-    assert st == 0
+    assert st == V8_OK
     return out
 
 

@@ -20,12 +20,14 @@ import ops_models as models
 import pytest
 from ops_specs import ELEMENTWISE, LINEAR, PROVIDERS, RMSNORM, ROPE_NEOX, OpSpec, spread
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Rung
 
 WORKERS = (1, 2, 3, 4, 8)
 SENTINEL = np.float32(-1234.5)
 ALL_FEATURES = 0xFFFFFFFF
-V8_OK = 0
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
 
 
 def ids(spec: OpSpec) -> str:

@@ -12,8 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 CASES = (  # (mode, T, H, D, n_rot, base, sections)
     ("neox", 9, 4, 128, 128, 1e6, None),
     ("neox", 17, 2, 64, 64, 1e4, None),
@@ -54,7 +56,7 @@ def run(ops: ModuleType, mode: str, selector: str, suffix: str, x: np.ndarray, p
     if sections is not None:
         args.append(ffi.new("int32_t[4]", list(sections)))
     st = fn(*([pool] if pool is not None else []), *args)
-    assert st == 0, st
+    assert st == V8_OK, st
     return y
 
 

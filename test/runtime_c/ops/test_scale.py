@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 from ops_specs import fptr
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 F32 = np.float32
 CONTRACT, PROVIDER = "scale_fp32_multiply", "scale_fp32"
 WORKERS = (1, 2, 3, 4, 8)
@@ -55,7 +57,7 @@ def test_oracle_matches_numpy(ops: ModuleType, evidence: Callable[..., Any]) -> 
             st, y = call(ops, "v8_scale_f32_ref", x, factor)
             with np.errstate(over="ignore", under="ignore"):
                 model = (x * F32(factor)).astype(F32)
-            if st != 0 or not np.array_equal(bits(y), bits(model)):
+            if st != V8_OK or not np.array_equal(bits(y), bits(model)):
                 bad.append(f"n{n}/f{factor}")
     evidence(Rung.ORACLE, not bad, contract=CONTRACT, provider=PROVIDER, backend="numpy_float32",
              failures=bad)
@@ -70,15 +72,15 @@ def test_production_and_threadpool_equal_oracle(ops: ModuleType, pools: dict[int
             x = values(n, n + 1)
             _, ref = call(ops, "v8_scale_f32_ref", x, factor)
             st, prod = call(ops, "v8_scale_f32", x, factor)
-            if st != 0 or not np.array_equal(bits(prod), bits(ref)):
+            if st != V8_OK or not np.array_equal(bits(prod), bits(ref)):
                 bad["production"].append(f"n{n}/f{factor}")
             inplace = x.copy()
             st, _ = call(ops, "v8_scale_f32", inplace, factor, out=inplace)
-            if st != 0 or not np.array_equal(bits(inplace), bits(ref)):
+            if st != V8_OK or not np.array_equal(bits(inplace), bits(ref)):
                 bad["production"].append(f"in-place n{n}/f{factor}")
             for w in WORKERS:
                 st, got = call(ops, "v8_scale_f32_parallel_dispatch", x, factor, pools[w])
-                if st != 0 or not np.array_equal(bits(got), bits(ref)):
+                if st != V8_OK or not np.array_equal(bits(got), bits(ref)):
                     bad["threadpool"].append(f"n{n}/f{factor}/w{w}")
     evidence(Rung.PRODUCTION, not bad["production"], contract=CONTRACT, provider=PROVIDER,
              failures=bad["production"])
@@ -114,9 +116,11 @@ def test_matches_llamacpp_ggml_scale(ops: ModuleType, evidence: Callable[..., An
 @pytest.mark.parametrize("fn", ["v8_scale_f32_ref", "v8_scale_f32"])
 def test_bad_arguments_leave_output_untouched(ops: ModuleType, fn: str) -> None:
     x = values(33, 3)
-    for factor, contract, n, want in ((0.5, 0x999, 33, 3), (0.0, None, 33, 2),
-                                      (float("inf"), None, 33, 2), (float("nan"), None, 33, 2),
-                                      (0.5, None, 0, 2)):
+    unknown, bad_dimension = ops.lib.V8_ERR_UNKNOWN_SELECTOR, ops.lib.V8_ERR_BAD_DIMENSION
+    for factor, contract, n, want in ((0.5, 0x999, 33, unknown), (0.0, None, 33, bad_dimension),
+                                      (float("inf"), None, 33, bad_dimension),
+                                      (float("nan"), None, 33, bad_dimension),
+                                      (0.5, None, 0, bad_dimension)):
         y = np.full_like(x, F32(-1234.5))
         st = getattr(ops.lib, fn)(ops.lib.V8_SCALE_FP32_MULTIPLY if contract is None else contract,
                                   fptr(ops.ffi, y), fptr(ops.ffi, x), n, factor)

@@ -20,7 +20,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/runtime_c: shared support
 from cffi_module import ProviderModule  # noqa: E402
 
-from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+from v8dialect.c_abi import constants
+from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
 QK_K = 256
 Q4_K_BYTES = 144
@@ -42,13 +43,17 @@ MAP_Q4_SPLIT = "q4_k_x_q8_k_gemv_split_k"
 MAP_Q5_GEMV = "q5_k_x_q8_k_gemv"
 MAP_Q5_GEMM = "q5_k_x_q8_k_gemm"
 
-V8_CPU_AVX2, V8_CPU_FMA, V8_CPU_F16C = 1 << 0, 1 << 1, 1 << 2
-V8_CPU_AVX512VNNI = 1 << 7
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_CPU_AVX2 = _V8["V8_CPU_AVX2"]
+V8_CPU_FMA = _V8["V8_CPU_FMA"]
+V8_CPU_F16C = _V8["V8_CPU_F16C"]
+V8_CPU_AVX512VNNI = _V8["V8_CPU_AVX512VNNI"]
 AVX2_ONLY = V8_CPU_AVX2 | V8_CPU_FMA | V8_CPU_F16C
 ALL_FEATURES = 0xFFFFFFFF
 # the avx512 variant's path without VNNI (same variant, same bits required)
 NO_VNNI = ALL_FEATURES & ~V8_CPU_AVX512VNNI
-ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512"}
+ISA_NAMES = {_V8[f"V8_ISA_{isa.upper()}"]: isa for isa in ("scalar", "avx2", "avx512")}
 
 QUANT_SOURCES = ("quant/q_formats.c", "quant/q_dot_ref.c", "quant/q_linear.c",
                  "quant/q0_formats.c", "quant/q0_linear.c")
@@ -63,68 +68,12 @@ BLOCKS = {"q4_k": (QK_K, Q4_K_BYTES), "q6_k": (QK_K, Q6_K_BYTES), "q8_k": (QK_K,
           "q5_k": (QK_K, Q5_K_BYTES),
           "q8_1": (QK8_0, 36), **{f: (QK8_0, b) for f, b in Q0_BLOCK_BYTES.items()}}
 
-_GEMV = ("int contract, float *y, const void *w, const float *x, const float *bias, "
-         "int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
-_GEMM = ("int contract, float *y, const void *w, const float *x, const float *bias, "
-         "int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
-_SPLIT = ("int contract, float *y, const void *w, const float *x, const float *bias, "
-          "int64_t n, int64_t k, int64_t parts, void *scratch, size_t scratch_bytes")
-
-QUANT_CDEF = """
-enum { V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER = 1, V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER = 2,
-        V8_QL_Q4_K_X_Q8_K_FP32_SPLIT_K_ASCENDING_MERGE = 3, V8_QL_Q5_K_X_Q8_K_FP32_BLOCK_ORDER = 7 };
-v8_status v8_quantize_q5_k_ref(const float *x, void *y, int64_t rows, int64_t k);
-v8_status v8_dequantize_q5_k(const void *w, float *x, int64_t rows, int64_t k);
-v8_status v8_quantize_q8_k(const float *x, void *y, int64_t rows, int64_t k);
-v8_status v8_quantize_q4_k_ref(const float *x, void *y, int64_t rows, int64_t k);
-v8_status v8_quantize_q6_k_ref(const float *x, void *y, int64_t rows, int64_t k);
-v8_status v8_dequantize_q4_k(const void *w, float *x, int64_t rows, int64_t k);
-v8_status v8_dequantize_q6_k(const void *w, float *x, int64_t rows, int64_t k);
-v8_status v8_dequantize_q8_k(const void *a, float *x, int64_t rows, int64_t k);
-size_t v8_ql_gemv_scratch_bytes(int64_t k);
-size_t v8_ql_gemm_scratch_bytes(int64_t m, int64_t k);
-size_t v8_ql_split_k_scratch_bytes(int64_t n, int64_t k, int64_t parts);
-"""
-for _fmt in ("q4_k", "q6_k", "q5_k"):
-    QUANT_CDEF += f"""
-v8_status v8_{_fmt}_gemv_ref({_GEMV});
-v8_status v8_{_fmt}_gemv({_GEMV});
-v8_status v8_{_fmt}_gemv_parallel_dispatch(v8_threadpool *pool, {_GEMV});
-v8_status v8_{_fmt}_gemm_ref({_GEMM});
-v8_status v8_{_fmt}_gemm({_GEMM});
-v8_status v8_{_fmt}_gemm_parallel_dispatch(v8_threadpool *pool, {_GEMM});
-"""
-QUANT_CDEF += """
-enum { V8_QL_Q8_0_X_Q8_0_FP32_BLOCK_ORDER = 4, V8_QL_Q5_0_X_Q8_0_FP32_BLOCK_ORDER = 5,
-        V8_QL_Q4_0_X_Q8_0_FP32_BLOCK_ORDER = 6, V8_QL_Q4_1_X_Q8_1_FP32_BLOCK_ORDER = 8,
-        V8_QL_Q5_1_X_Q8_1_FP32_BLOCK_ORDER = 9 };
-v8_status v8_quantize_q8_0(const float *x, void *y, int64_t rows, int64_t k);
-v8_status v8_quantize_q8_1(const float *x, void *y, int64_t rows, int64_t k);
-size_t v8_ql0_gemv_scratch_bytes(int64_t k);
-size_t v8_ql0_gemm_scratch_bytes(int64_t m, int64_t k);
-size_t v8_ql1_gemv_scratch_bytes(int64_t k);
-size_t v8_ql1_gemm_scratch_bytes(int64_t m, int64_t k);
-"""
-for _fmt in ("q8_0", "q5_0", "q4_0", "q4_1", "q5_1"):
-    QUANT_CDEF += f"""
-v8_status v8_quantize_{_fmt}_ref(const float *x, void *y, int64_t rows, int64_t k);
-v8_status v8_dequantize_{_fmt}(const void *w, float *x, int64_t rows, int64_t k);
-v8_status v8_{_fmt}_gemv_ref({_GEMV});
-v8_status v8_{_fmt}_gemv({_GEMV});
-v8_status v8_{_fmt}_gemv_parallel_dispatch(v8_threadpool *pool, {_GEMV});
-v8_status v8_{_fmt}_gemm_ref({_GEMM});
-v8_status v8_{_fmt}_gemm({_GEMM});
-v8_status v8_{_fmt}_gemm_parallel_dispatch(v8_threadpool *pool, {_GEMM});
-"""
-QUANT_CDEF += f"""
-v8_status v8_q4_k_gemv_split_k_ref({_SPLIT});
-v8_status v8_q4_k_gemv_split_k({_SPLIT});
-v8_status v8_q4_k_gemv_split_k_parallel_dispatch(v8_threadpool *pool, {_SPLIT});
-"""
+# every quant/v8_quant.h function but the embedding's (q_embedding.c is not built here)
+QUANT_CDEF = runtime_cdef("quant/v8_quant.h", functions=lambda name: not name.startswith("v8_embedding_quant"))
 
 
 def quant_lib() -> ModuleType:
-    return build(CBuild(name="v8_quant", cdef=RUNTIME_CORE_CDEF + QUANT_CDEF,
+    return build(CBuild(name="v8_quant", cdef=QUANT_CDEF,
                         source='#include "quant/v8_quant.h"\n',
                         runtime_sources=RUNTIME_CORE_SOURCES + QUANT_SOURCES))
 
@@ -148,7 +97,7 @@ class QL(ProviderModule):
               **{f: getattr(self.lib, f"v8_quantize_{f}_ref") for f in Q0_BLOCK_BYTES}}[fmt]
         st = fn(self.ptr(np.ascontiguousarray(x, dtype=np.float32), "float *"),
                 self.ptr(out, "void *"), rows, k)
-        assert st == 0, st
+        assert st == V8_OK, st
         return out
 
     def dequantize_q8_k(self, a: np.ndarray, k: int) -> np.ndarray:

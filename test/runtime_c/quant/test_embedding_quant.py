@@ -17,35 +17,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+from v8dialect.c_abi import constants
+from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 from v8dialect.evidence import Outcome, Rung
 
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
 PROVIDER = "embedding_quant"
 FORMATS = ("q8_0", "q5_0", "q4_0", "q4_1", "q5_1", "q4_k", "q5_k", "q6_k", "f16", "bf16")
 # widths: a K-quant super-block multiple, and llama.cpp's fallback widths (896, 1152: not
 # multiples of 256, so the K formats are tested at 1024 and 512 only)
 WIDTHS = {f: ((512, 1024) if f.endswith("_k") else (512, 896, 1152)) for f in FORMATS}
 N_VOCAB = 97
-CDEF = """
-v8_status v8_embedding_quant_ref(int contract, float *y, const void *table, const int32_t *ids,
-                                 int64_t n_tokens, int64_t n_vocab, int64_t dim);
-v8_status v8_embedding_quant(int contract, float *y, const void *table, const int32_t *ids,
-                             int64_t n_tokens, int64_t n_vocab, int64_t dim);
-v8_status v8_embedding_quant_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
-                                               const void *table, const int32_t *ids,
-                                               int64_t n_tokens, int64_t n_vocab, int64_t dim);
-v8_status v8_embedding_quant_scaled_ref(int contract, float *y, const void *table,
-                                        const int32_t *ids, int64_t n_tokens, int64_t n_vocab,
-                                        int64_t dim, float scale);
-v8_status v8_embedding_quant_scaled(int contract, float *y, const void *table,
-                                    const int32_t *ids, int64_t n_tokens, int64_t n_vocab,
-                                    int64_t dim, float scale);
-v8_status v8_embedding_quant_scaled_parallel_dispatch(v8_threadpool *pool, int contract,
-                                                      float *y, const void *table,
-                                                      const int32_t *ids, int64_t n_tokens,
-                                                      int64_t n_vocab, int64_t dim,
-                                                      float scale);
-"""
 SCALED = "_fp32_scale"
 
 
@@ -61,7 +46,7 @@ def eq() -> ModuleType:
                           for f in FORMATS)
     return build(CBuild(
         name="v8_embedding_quant_test",
-        cdef=RUNTIME_CORE_CDEF + CDEF + "".join(
+        cdef=runtime_cdef("quant/v8_quant.h", functions=lambda n: n.startswith("v8_embedding_quant")) + "".join(
             f"static const int SEL_{f.upper()};\nstatic const int SCALED_SEL_{f.upper()};\n"
             for f in FORMATS),
         source='#include "v8_runtime.h"\n#include "quant/v8_quant.h"\n' + selectors + "\n",
@@ -124,14 +109,14 @@ def test_embedding_matches_llama_cpp_get_rows(fmt: str, eq: ModuleType, pools: d
         ids = np.concatenate([np.arange(N_VOCAB), rng.integers(0, N_VOCAB, 40)]).astype(np.int32)
         ref = ggml.get_rows(table, fmt, ids, dim, threads=2)
         st, oracle = run(eq, "v8_embedding_quant_ref", fmt, table, ids, dim)
-        assert st == 0
+        assert st == V8_OK
         row: dict[str, int] = {"values": int(oracle.size), "oracle_vs_ggml": differing(oracle, ref)}
         st, prod = run(eq, "v8_embedding_quant", fmt, table, ids, dim)
-        assert st == 0
+        assert st == V8_OK
         row["production_vs_oracle"] = differing(prod, oracle)
         for workers, pool in pools.items():
             st, par = run(eq, "v8_embedding_quant_parallel_dispatch", fmt, table, ids, dim, pool)
-            assert st == 0
+            assert st == V8_OK
             row[f"threadpool_{workers}_vs_oracle"] = differing(par, oracle)
         figures[str(dim)] = row
     ext_ok = all(r["oracle_vs_ggml"] == 0 for r in figures.values())
@@ -161,12 +146,13 @@ def test_embedding_argument_checks(eq: ModuleType, pools: dict[int, Any],
                          ("v8_embedding_quant_parallel_dispatch", pools[2])):
             st, y = run(eq, fn, fmt, table, ids, dim, pool)
             outcomes[f"{name}:{fn}"] = st
-            assert st == 2 and (y == np.float32(-7.5)).all(), (name, fn, st)
+            assert st == V8_ERR_BAD_DIMENSION and (y == np.float32(-7.5)).all(), (name, fn, st)
     y = np.zeros((1, 32), np.float32)
-    st = eq.lib.v8_embedding_quant_ref(0x401, eq.ffi.cast("float *", y.ctypes.data),
+    st = eq.lib.v8_embedding_quant_ref(constants(["ops/v8_ops.h"])["V8_EMBEDDING_FP32_ROW_COPY"],
+                                       eq.ffi.cast("float *", y.ctypes.data),
                                        eq.ffi.cast("const void *", table.ctypes.data),
                                        eq.ffi.cast("const int32_t *", ok_ids.ctypes.data), 1, 4, 32)
-    assert st == 3  # the fp32 row-copy selector is another provider's
+    assert st == V8_ERR_UNKNOWN_SELECTOR  # the fp32 row-copy selector is another provider's
     evidence(Rung.ORACLE, Outcome.PASS, contract=None, provider=PROVIDER, refused=outcomes)
 
 
@@ -232,7 +218,7 @@ def test_scaled_embedding_oracle_matches_numpy_model(fmt: str, eq: ModuleType, g
         for scale in scales_for(dim):
             st, oracle = run_scaled(eq, "v8_embedding_quant_scaled_ref", fmt, table, ids, dim,
                                     scale)
-            assert st == 0
+            assert st == V8_OK
             model = numpy_scaled_rows(fmt, table, ids, dim, scale)
             figures[f"{dim}@{float(scale):.9g}"] = differing(oracle, model)
             # the scale is applied: the rows differ from the unscaled ones wherever not 0
@@ -256,15 +242,15 @@ def test_scaled_embedding_matches_llama_cpp_get_rows_scale(
             ref = ggml.get_rows(table, fmt, ids, dim, threads=2, scale=float(scale))
             st, oracle = run_scaled(eq, "v8_embedding_quant_scaled_ref", fmt, table, ids, dim,
                                     scale)
-            assert st == 0
+            assert st == V8_OK
             row = {"values": int(oracle.size), "oracle_vs_ggml": differing(oracle, ref)}
             st, prod = run_scaled(eq, "v8_embedding_quant_scaled", fmt, table, ids, dim, scale)
-            assert st == 0
+            assert st == V8_OK
             row["production_vs_oracle"] = differing(prod, oracle)
             for workers, pool in pools.items():
                 st, par = run_scaled(eq, "v8_embedding_quant_scaled_parallel_dispatch", fmt,
                                      table, ids, dim, scale, pool)
-                assert st == 0
+                assert st == V8_OK
                 row[f"threadpool_{workers}_vs_oracle"] = differing(par, oracle)
             figures[f"{dim}@{float(scale):.9g}"] = row
     ext_ok = all(r["oracle_vs_ggml"] == 0 for r in figures.values())
@@ -299,11 +285,11 @@ def test_scaled_embedding_argument_checks(eq: ModuleType, pools: dict[int, Any],
         for fn, pool in scaled_fns:
             st, y = run_scaled(eq, fn, fmt, table, ids, dim, one, pool)
             outcomes[f"{name}:{fn}"] = st
-            assert st == 2 and (y == np.float32(-7.5)).all(), (name, fn, st)
+            assert st == V8_ERR_BAD_DIMENSION and (y == np.float32(-7.5)).all(), (name, fn, st)
     for fn, pool in scaled_fns:
         st, y = run_scaled(eq, fn, "q8_0", table, ok_ids, 32, one, pool, selector=eq.lib.SEL_Q8_0)
         outcomes[f"plain_selector:{fn}"] = st
-        assert st == 3 and (y == np.float32(-7.5)).all(), (fn, st)
+        assert st == V8_ERR_UNKNOWN_SELECTOR and (y == np.float32(-7.5)).all(), (fn, st)
     for fn, pool in (("v8_embedding_quant_ref", None), ("v8_embedding_quant", None),
                      ("v8_embedding_quant_parallel_dispatch", pools[2])):
         y = np.full((2, 32), np.float32(-7.5), np.float32)
@@ -312,6 +298,6 @@ def test_scaled_embedding_argument_checks(eq: ModuleType, pools: dict[int, Any],
                 eq.ffi.cast("const int32_t *", ok_ids.ctypes.data), 2, 4, 32)
         st = getattr(eq.lib, fn)(pool, *args) if pool is not None else getattr(eq.lib, fn)(*args)
         outcomes[f"scaled_selector:{fn}"] = st
-        assert st == 3 and (y == np.float32(-7.5)).all(), (fn, st)
+        assert st == V8_ERR_UNKNOWN_SELECTOR and (y == np.float32(-7.5)).all(), (fn, st)
     evidence(Rung.ORACLE, Outcome.PASS, contract=None, provider="embedding_quant_scaled",
              refused=outcomes)

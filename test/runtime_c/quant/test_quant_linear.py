@@ -33,8 +33,10 @@ from ql_support import (
     make_weights,
 )
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 GEMV_SHAPES = [(1024, 1024), (3072, 1024), (1024, 3072), (896, 4864), (4096, 4096), (151936, 1024)]
 GEMM_SHAPES = [(1024, 1024), (896, 4864), (1024, 3072)]
 GEMM_TOKENS = [8, 32, 128]
@@ -161,7 +163,7 @@ def test_gemv_oracle_vs_ggml(ql: QL, models: Any, evidence: Any, fmt: str,
     n, k = shape
     model = models.get(fmt, n, k)
     st, y_ref = ql.linear(fmt, "ref", model.wq, model.x)
-    assert st == 0
+    assert st == V8_OK
     runner = models.runner(model, 1)
     if runner is None:
         evidence(Rung.EXTERNAL, Outcome.UNRESOLVED, contract=CONTRACT[fmt], provider=GEMV_MAP[fmt],
@@ -188,7 +190,7 @@ def test_gemv_oracle_vs_numpy_dequant(ql: QL, models: Any, evidence: Any, fmt: s
     model = models.get(fmt, n, k)
     rows = min(n, 4096)                    # the vocabulary shape is checked on its first rows
     st, y_ref = ql.linear(fmt, "ref", model.wq[:rows], model.x)
-    assert st == 0
+    assert st == V8_OK
     w_deq = gguf_dequant(fmt, model.wq[:rows]).reshape(rows, k).astype(np.float64)
     d, q, _ = numpy_q8_k(model.x)
     x_deq = (np.repeat(d.reshape(-1), QK_K) * q.reshape(-1).astype(np.float32)).astype(np.float64)
@@ -236,17 +238,17 @@ def test_gemv_production_vs_oracle(ql: QL, models: Any, evidence: Any, fmt: str,
     model = models.get(fmt, n, k)
     bias = make_activation(n, 99)
     st, y_ref = ql.linear(fmt, "ref", model.wq, model.x, bias=bias)
-    assert st == 0
+    assert st == V8_OK
     try:
         for isa, mask in _isas(ql):
             ql.lib.v8_cpu_restrict(mask)
             assert ISA_NAMES[ql.lib.v8_cpu_best_isa()] == isa
             st, y = ql.linear(fmt, "prod", model.wq, model.x, bias=bias)
             same, total = bitexact(y_ref, y)
-            evidence(Rung.PRODUCTION, st == 0 and same == total, contract=CONTRACT[fmt],
+            evidence(Rung.PRODUCTION, st == V8_OK and same == total, contract=CONTRACT[fmt],
                      provider=GEMV_MAP[fmt], shape=f"{n}x{k}", isa=isa, bias=True,
                      cpu_mask=hex(mask), bitexact=f"{same}/{total}")
-            assert st == 0 and same == total, (isa, hex(mask), same, total)
+            assert st == V8_OK and same == total, (isa, hex(mask), same, total)
     finally:
         ql.lib.v8_cpu_restrict(ALL_FEATURES)
 
@@ -260,14 +262,14 @@ def test_gemv_threadpool_vs_oracle(ql: QL, models: Any, evidence: Any, fmt: str,
     n, k = shape
     model = models.get(fmt, n, k)
     st, y_ref = ql.linear(fmt, "ref", model.wq, model.x)
-    assert st == 0
+    assert st == V8_OK
     for workers in WORKERS:
         st, y = ql.linear(fmt, "pool", model.wq, model.x, workers=workers)
         same, total = bitexact(y_ref, y)
-        evidence(Rung.THREADPOOL, st == 0 and same == total, contract=CONTRACT[fmt],
+        evidence(Rung.THREADPOOL, st == V8_OK and same == total, contract=CONTRACT[fmt],
                  provider=GEMV_MAP[fmt], shape=f"{n}x{k}", partition="independent_rows",
                  workers=workers, bitexact=f"{same}/{total}")
-        assert st == 0 and same == total, (workers, same, total)
+        assert st == V8_OK and same == total, (workers, same, total)
 
 
 # ---- GEMM ---------------------------------------------------------------------
@@ -281,7 +283,7 @@ def test_gemm_ladder(ql: QL, models: Any, evidence: Any, fmt: str, shape: tuple[
     model = models.get(fmt, n, k)
     x = make_activation(k, 1000 + m, m=m)
     st, y_ref = ql.linear(fmt, "ref", model.wq, x)
-    assert st == 0 and y_ref.shape == (m, n)
+    assert st == V8_OK and y_ref.shape == (m, n)
     common = dict(contract=CONTRACT[fmt], provider=GEMM_MAP[fmt], shape=f"{m}x{n}x{k}")
     runner = models.runner(model, m)
     if runner is None:
@@ -296,17 +298,17 @@ def test_gemm_ladder(ql: QL, models: Any, evidence: Any, fmt: str, shape: tuple[
             ql.lib.v8_cpu_restrict(mask)
             st, y = ql.linear(fmt, "prod", model.wq, x)
             same, total = bitexact(y_ref, y)
-            evidence(Rung.PRODUCTION, st == 0 and same == total, isa=isa, cpu_mask=hex(mask),
+            evidence(Rung.PRODUCTION, st == V8_OK and same == total, isa=isa, cpu_mask=hex(mask),
                      bitexact=f"{same}/{total}", **common)
-            assert st == 0 and same == total, (isa, hex(mask))
+            assert st == V8_OK and same == total, (isa, hex(mask))
     finally:
         ql.lib.v8_cpu_restrict(ALL_FEATURES)
     for workers in WORKERS:
         st, y = ql.linear(fmt, "pool", model.wq, x, workers=workers)
         same, total = bitexact(y_ref, y)
-        evidence(Rung.THREADPOOL, st == 0 and same == total, partition="output_tiles",
+        evidence(Rung.THREADPOOL, st == V8_OK and same == total, partition="output_tiles",
                  workers=workers, bitexact=f"{same}/{total}", **common)
-        assert st == 0 and same == total, workers
+        assert st == V8_OK and same == total, workers
 
 
 # GEMM tiles decode a weight super-block once per group of tokens: token
@@ -319,7 +321,7 @@ def test_gemm_token_groups(ql: QL, models: Any, evidence: Any, fmt: str, m: int)
     x = make_activation(k, 2000 + m, m=m)
     bias = make_activation(n, 98)
     st, y_ref = ql.linear(fmt, "ref", model.wq, x, bias=bias)
-    assert st == 0
+    assert st == V8_OK
     common = dict(contract=CONTRACT[fmt], provider=GEMM_MAP[fmt], shape=f"{m}x{n}x{k}")
     try:
         for isa, mask in _isas(ql)[:-1]:
@@ -329,9 +331,9 @@ def test_gemm_token_groups(ql: QL, models: Any, evidence: Any, fmt: str, m: int)
                 st, y = ql.linear(fmt, variant, model.wq, x, workers=workers, bias=bias)
                 same, total = bitexact(y_ref, y)
                 evidence(Rung.PRODUCTION if variant == "prod" else Rung.THREADPOOL,
-                         st == 0 and same == total, isa=isa, cpu_mask=hex(mask),
+                         st == V8_OK and same == total, isa=isa, cpu_mask=hex(mask),
                          workers=workers, bitexact=f"{same}/{total}", **common)
-                assert st == 0 and same == total, (isa, hex(mask), variant, workers)
+                assert st == V8_OK and same == total, (isa, hex(mask), variant, workers)
     finally:
         ql.lib.v8_cpu_restrict(ALL_FEATURES)
 
@@ -347,11 +349,11 @@ def test_split_k_ladder(ql: QL, models: Any, evidence: Any, shape: tuple[int, in
     model = models.get("q4_k", n, k)
     bias = make_activation(n, 77)
     st, y_block = ql.linear("q4_k", "ref", model.wq, model.x, bias=bias)
-    assert st == 0
+    assert st == V8_OK
     common = dict(contract=CONTRACT_SPLIT, provider=MAP_Q4_SPLIT, shape=f"{n}x{k}")
     for parts in WORKERS:
         st, y_ref = ql.split_k("ref", model.wq, model.x, parts, bias=bias)
-        assert st == 0
+        assert st == V8_OK
         if parts == 1:                         # one chunk is the block-order dot itself
             assert bitexact(y_ref, y_block)[0] == n
         st_p, y_p = ql.split_k("prod", model.wq, model.x, parts, bias=bias)
@@ -363,14 +365,14 @@ def test_split_k_ladder(ql: QL, models: Any, evidence: Any, shape: tuple[int, in
                 ql.lib.v8_cpu_restrict(mask)
                 st_i, y_i = ql.split_k("prod", model.wq, model.x, parts, bias=bias)
                 si, _ = bitexact(y_ref, y_i)
-                evidence(Rung.PRODUCTION, st_i == 0 and si == tot, parts=parts, isa=isa,
+                evidence(Rung.PRODUCTION, st_i == V8_OK and si == tot, parts=parts, isa=isa,
                          cpu_mask=hex(mask), bitexact=f"{si}/{tot}", **common)
-                assert st_i == 0 and si == tot, (isa, hex(mask), parts)
+                assert st_i == V8_OK and si == tot, (isa, hex(mask), parts)
         finally:
             ql.lib.v8_cpu_restrict(ALL_FEATURES)
-        evidence(Rung.PRODUCTION, st_p == 0 and sp == tot, parts=parts,
+        evidence(Rung.PRODUCTION, st_p == V8_OK and sp == tot, parts=parts,
                  bitexact=f"{sp}/{tot}", **common)
-        evidence(Rung.THREADPOOL, st_t == 0 and stp == tot, partition="split_k", parts=parts,
+        evidence(Rung.THREADPOOL, st_t == V8_OK and stp == tot, partition="split_k", parts=parts,
                  workers=parts, bitexact=f"{stp}/{tot}", **common)
         err = np.abs(y_ref.astype(np.float64) - y_block.astype(np.float64))
         # norm-wise: outputs near zero by cancellation carry the error of the large terms
@@ -380,8 +382,8 @@ def test_split_k_ladder(ql: QL, models: Any, evidence: Any, shape: tuple[int, in
         evidence(Rung.ORACLE, rel <= tol, parts=parts,
                  against="q4_k_x_q8_k_fp32_block_order oracle", max_abs_err=float(np.max(err)),
                  max_rel_err=rel, tolerance_rel=tol, outputs_differing=f"{differ}/{n}", **common)
-        assert st_p == 0 and sp == tot
-        assert st_t == 0 and stp == tot
+        assert st_p == V8_OK and sp == tot
+        assert st_t == V8_OK and stp == tot
         assert rel <= tol
         if parts > 1:
             assert differ > 0                  # the partition is visible in the bits

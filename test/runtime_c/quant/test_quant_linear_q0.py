@@ -35,8 +35,10 @@ from ql_support import (
     tree8,
 )
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 FMTS = ["q8_0", "q5_0", "q4_0", "q4_1", "q5_1"]
 GEMV_SHAPES = [(896, 896), (1152, 1152), (1024, 3072), (4864, 896)]
 GEMM_TOKENS = [1, 8, 32, 128]
@@ -203,7 +205,7 @@ def test_q8_0_activation_rounding_vs_numpy_and_ggml(ql: QL, ggml_mod: Any, evide
     runner = GgmlLinear(ggml_mod, fmt, n, k, 1)
     wq = runner.quantize(make_weights(n, k, 33))
     st, y_ref = ql.linear(fmt, "ref", wq, x[0])
-    assert st == 0
+    assert st == V8_OK
     levels, wd, wm = numpy_levels(fmt, wq, k)
     y_even = numpy_lane_dot(levels, wd, wm, *numpy_q8x(x[0]))
     y_away = numpy_lane_dot(levels, wd, wm, *numpy_q8x(x[0], ties="away"))
@@ -231,7 +233,7 @@ def test_q0_gemv_oracle_vs_ggml(ql: QL, models: Any, evidence: Any, fmt: str,
     n, k = shape
     model = models.get(fmt, n, k)
     st, y_ref = ql.linear(fmt, "ref", model.wq, model.x)
-    assert st == 0
+    assert st == V8_OK
     runner = models.runner(model, 1)
     if runner is None:
         _unresolved(evidence, fmt, shape=f"{n}x{k}")
@@ -252,7 +254,7 @@ def test_q0_gemv_oracle_vs_numpy_model(ql: QL, models: Any, evidence: Any, fmt: 
     n, k = shape
     model = models.get(fmt, n, k)
     st, y_ref = ql.linear(fmt, "ref", model.wq, model.x)
-    assert st == 0
+    assert st == V8_OK
     levels, wd, wm = numpy_levels(fmt, model.wq, k)
     # the numpy decoder against gguf's own dequantization, value for value
     deq = levels.astype(np.float32) * wd.astype(np.float32)[:, :, None]
@@ -291,17 +293,17 @@ def test_q0_gemv_production_vs_oracle(ql: QL, models: Any, evidence: Any, fmt: s
     model = models.get(fmt, n, k)
     bias = make_activation(n, 99)
     st, y_ref = ql.linear(fmt, "ref", model.wq, model.x, bias=bias)
-    assert st == 0
+    assert st == V8_OK
     try:
         for isa, mask in isa_paths(ql):
             ql.lib.v8_cpu_restrict(mask)
             assert ISA_NAMES[ql.lib.v8_cpu_best_isa()] == isa
             st, y = ql.linear(fmt, "prod", model.wq, model.x, bias=bias)
             same, total = bitexact(y_ref, y)
-            evidence(Rung.PRODUCTION, st == 0 and same == total, contract=contract(fmt),
+            evidence(Rung.PRODUCTION, st == V8_OK and same == total, contract=contract(fmt),
                      provider=gemv_map(fmt), shape=f"{n}x{k}", isa=isa, bias=True,
                      cpu_mask=hex(mask), bitexact=f"{same}/{total}")
-            assert st == 0 and same == total, (isa, hex(mask), same, total)
+            assert st == V8_OK and same == total, (isa, hex(mask), same, total)
     finally:
         ql.lib.v8_cpu_restrict(ALL_FEATURES)
 
@@ -313,14 +315,14 @@ def test_q0_gemv_threadpool_vs_oracle(ql: QL, models: Any, evidence: Any, fmt: s
     n, k = shape
     model = models.get(fmt, n, k)
     st, y_ref = ql.linear(fmt, "ref", model.wq, model.x)
-    assert st == 0
+    assert st == V8_OK
     for workers in WORKERS:
         st, y = ql.linear(fmt, "pool", model.wq, model.x, workers=workers)
         same, total = bitexact(y_ref, y)
-        evidence(Rung.THREADPOOL, st == 0 and same == total, contract=contract(fmt),
+        evidence(Rung.THREADPOOL, st == V8_OK and same == total, contract=contract(fmt),
                  provider=gemv_map(fmt), shape=f"{n}x{k}", partition="independent_rows",
                  workers=workers, bitexact=f"{same}/{total}")
-        assert st == 0 and same == total, (workers, same, total)
+        assert st == V8_OK and same == total, (workers, same, total)
 
 
 # ---- GEMM --------------------------------------------------------------------------------
@@ -334,7 +336,7 @@ def test_q0_gemm_ladder(ql: QL, models: Any, evidence: Any, fmt: str, shape: tup
     model = models.get(fmt, n, k)
     x = make_activation(k, 1000 + m, m=m)
     st, y_ref = ql.linear(fmt, "ref", model.wq, x)
-    assert st == 0 and y_ref.shape == (m, n)
+    assert st == V8_OK and y_ref.shape == (m, n)
     common = dict(contract=contract(fmt), provider=gemm_map(fmt), shape=f"{m}x{n}x{k}")
     runner = models.runner(model, m)
     if runner is None:
@@ -349,17 +351,17 @@ def test_q0_gemm_ladder(ql: QL, models: Any, evidence: Any, fmt: str, shape: tup
             ql.lib.v8_cpu_restrict(mask)
             st, y = ql.linear(fmt, "prod", model.wq, x)
             same, total = bitexact(y_ref, y)
-            evidence(Rung.PRODUCTION, st == 0 and same == total, isa=isa, cpu_mask=hex(mask),
+            evidence(Rung.PRODUCTION, st == V8_OK and same == total, isa=isa, cpu_mask=hex(mask),
                      bitexact=f"{same}/{total}", **common)
-            assert st == 0 and same == total, (isa, hex(mask))
+            assert st == V8_OK and same == total, (isa, hex(mask))
     finally:
         ql.lib.v8_cpu_restrict(ALL_FEATURES)
     for workers in WORKERS:
         st, y = ql.linear(fmt, "pool", model.wq, x, workers=workers)
         same, total = bitexact(y_ref, y)
-        evidence(Rung.THREADPOOL, st == 0 and same == total, partition="output_tiles",
+        evidence(Rung.THREADPOOL, st == V8_OK and same == total, partition="output_tiles",
                  workers=workers, bitexact=f"{same}/{total}", **common)
-        assert st == 0 and same == total, workers
+        assert st == V8_OK and same == total, workers
 
 
 # Token counts that leave a partial token group, and an odd row count (the last
@@ -372,7 +374,7 @@ def test_q0_gemm_token_groups(ql: QL, evidence: Any, fmt: str, m: int) -> None:
     x = make_activation(k, 2000 + m, m=m)
     bias = make_activation(n, 98)
     st, y_ref = ql.linear(fmt, "ref", wq, x, bias=bias)
-    assert st == 0
+    assert st == V8_OK
     common = dict(contract=contract(fmt), provider=gemm_map(fmt), shape=f"{m}x{n}x{k}")
     try:
         for isa, mask in isa_paths(ql)[:-1]:
@@ -381,9 +383,9 @@ def test_q0_gemm_token_groups(ql: QL, evidence: Any, fmt: str, m: int) -> None:
                 st, y = ql.linear(fmt, variant, wq, x, workers=workers, bias=bias)
                 same, total = bitexact(y_ref, y)
                 evidence(Rung.PRODUCTION if variant == "prod" else Rung.THREADPOOL,
-                         st == 0 and same == total, isa=isa, cpu_mask=hex(mask),
+                         st == V8_OK and same == total, isa=isa, cpu_mask=hex(mask),
                          workers=workers, bitexact=f"{same}/{total}", **common)
-                assert st == 0 and same == total, (isa, hex(mask), variant, workers)
+                assert st == V8_OK and same == total, (isa, hex(mask), variant, workers)
     finally:
         ql.lib.v8_cpu_restrict(ALL_FEATURES)
 

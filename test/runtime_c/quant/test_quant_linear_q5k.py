@@ -36,8 +36,10 @@ from ql_support import (
 from test_quant_linear import numpy_q8_k
 from test_quant_linear_q0 import check_program
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 FMT = "q5_k"
 GEMV_SHAPES = [(1024, 1024), (3072, 1024), (1024, 3072), (896, 4864), (4096, 4096)]
 GEMM_SHAPES = [(1024, 1024), (896, 4864), (1024, 3072)]
@@ -120,7 +122,7 @@ def test_q5_k_gemv_oracle_vs_ggml(ql: QL, models: Any, evidence: Any, shape: tup
     n, k = shape
     model = models.get(FMT, n, k)
     st, y_ref = ql.linear(FMT, "ref", model.wq, model.x)
-    assert st == 0
+    assert st == V8_OK
     runner = models.runner(model, 1)
     if runner is None:
         _unresolved(evidence, shape=f"{n}x{k}")
@@ -143,7 +145,7 @@ def test_q5_k_gemv_oracle_vs_numpy_model(ql: QL, models: Any, evidence: Any,
     n, k = shape
     model = models.get(FMT, n, k)
     st, y_ref = ql.linear(FMT, "ref", model.wq, model.x)
-    assert st == 0
+    assert st == V8_OK
     w = numpy_q5_k(model.wq, k)
     # the decoder against gguf's dequantization: (d*sc)*level - dmin*mn, value for value
     scale = w["d"].astype(np.float32)[..., None] * w["sc"].astype(np.float32)
@@ -174,26 +176,26 @@ def test_q5_k_gemv_production_and_threadpool(ql: QL, models: Any, evidence: Any,
     model = models.get(FMT, n, k)
     bias = make_activation(n, 99)
     st, y_ref = ql.linear(FMT, "ref", model.wq, model.x, bias=bias)
-    assert st == 0
+    assert st == V8_OK
     try:
         for isa, mask in isa_paths(ql):
             ql.lib.v8_cpu_restrict(mask)
             assert ISA_NAMES[ql.lib.v8_cpu_best_isa()] == isa
             st, y = ql.linear(FMT, "prod", model.wq, model.x, bias=bias)
             same, total = bitexact(y_ref, y)
-            evidence(Rung.PRODUCTION, st == 0 and same == total, contract=CONTRACT_Q5,
+            evidence(Rung.PRODUCTION, st == V8_OK and same == total, contract=CONTRACT_Q5,
                      provider=MAP_Q5_GEMV, shape=f"{n}x{k}", isa=isa, bias=True,
                      cpu_mask=hex(mask), bitexact=f"{same}/{total}")
-            assert st == 0 and same == total, (isa, hex(mask), same, total)
+            assert st == V8_OK and same == total, (isa, hex(mask), same, total)
     finally:
         ql.lib.v8_cpu_restrict(ALL_FEATURES)
     for workers in WORKERS:
         st, y = ql.linear(FMT, "pool", model.wq, model.x, workers=workers, bias=bias)
         same, total = bitexact(y_ref, y)
-        evidence(Rung.THREADPOOL, st == 0 and same == total, contract=CONTRACT_Q5,
+        evidence(Rung.THREADPOOL, st == V8_OK and same == total, contract=CONTRACT_Q5,
                  provider=MAP_Q5_GEMV, shape=f"{n}x{k}", partition="independent_rows",
                  workers=workers, bitexact=f"{same}/{total}")
-        assert st == 0 and same == total, (workers, same, total)
+        assert st == V8_OK and same == total, (workers, same, total)
 
 
 # ---- GEMM ----------------------------------------------------------------------------------------
@@ -205,7 +207,7 @@ def test_q5_k_gemm_ladder(ql: QL, models: Any, evidence: Any, shape: tuple[int, 
     model = models.get(FMT, n, k)
     x = make_activation(k, 1000 + m, m=m)
     st, y_ref = ql.linear(FMT, "ref", model.wq, x)
-    assert st == 0 and y_ref.shape == (m, n)
+    assert st == V8_OK and y_ref.shape == (m, n)
     common = dict(contract=CONTRACT_Q5, provider=MAP_Q5_GEMM, shape=f"{m}x{n}x{k}")
     runner = models.runner(model, m)
     if runner is None:
@@ -220,17 +222,17 @@ def test_q5_k_gemm_ladder(ql: QL, models: Any, evidence: Any, shape: tuple[int, 
             ql.lib.v8_cpu_restrict(mask)
             st, y = ql.linear(FMT, "prod", model.wq, x)
             same, total = bitexact(y_ref, y)
-            evidence(Rung.PRODUCTION, st == 0 and same == total, isa=isa, cpu_mask=hex(mask),
+            evidence(Rung.PRODUCTION, st == V8_OK and same == total, isa=isa, cpu_mask=hex(mask),
                      bitexact=f"{same}/{total}", **common)
-            assert st == 0 and same == total, (isa, hex(mask))
+            assert st == V8_OK and same == total, (isa, hex(mask))
     finally:
         ql.lib.v8_cpu_restrict(ALL_FEATURES)
     for workers in WORKERS:
         st, y = ql.linear(FMT, "pool", model.wq, x, workers=workers)
         same, total = bitexact(y_ref, y)
-        evidence(Rung.THREADPOOL, st == 0 and same == total, partition="output_tiles",
+        evidence(Rung.THREADPOOL, st == V8_OK and same == total, partition="output_tiles",
                  workers=workers, bitexact=f"{same}/{total}", **common)
-        assert st == 0 and same == total, workers
+        assert st == V8_OK and same == total, workers
 
 
 # Token counts that leave a partial token group and an odd row count, every path, with bias.
@@ -241,7 +243,7 @@ def test_q5_k_gemm_token_groups(ql: QL, evidence: Any, m: int) -> None:
     x = make_activation(k, 2000 + m, m=m)
     bias = make_activation(n, 98)
     st, y_ref = ql.linear(FMT, "ref", wq, x, bias=bias)
-    assert st == 0
+    assert st == V8_OK
     common = dict(contract=CONTRACT_Q5, provider=MAP_Q5_GEMM, shape=f"{m}x{n}x{k}")
     try:
         for isa, mask in isa_paths(ql)[:-1]:
@@ -250,9 +252,9 @@ def test_q5_k_gemm_token_groups(ql: QL, evidence: Any, m: int) -> None:
                 st, y = ql.linear(FMT, variant, wq, x, workers=workers, bias=bias)
                 same, total = bitexact(y_ref, y)
                 evidence(Rung.PRODUCTION if variant == "prod" else Rung.THREADPOOL,
-                         st == 0 and same == total, isa=isa, cpu_mask=hex(mask),
+                         st == V8_OK and same == total, isa=isa, cpu_mask=hex(mask),
                          workers=workers, bitexact=f"{same}/{total}", **common)
-                assert st == 0 and same == total, (isa, hex(mask), variant, workers)
+                assert st == V8_OK and same == total, (isa, hex(mask), variant, workers)
     finally:
         ql.lib.v8_cpu_restrict(ALL_FEATURES)
 

@@ -14,8 +14,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/runtime_c: 
 from cffi_module import ProviderModule  # noqa: E402
 from qr_support import ALL_FEATURES, AVX2_ONLY, NO_VNNI, V8_CPU_AVX512VNNI
 
-from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+from v8dialect.c_abi import constants, declared_in
+from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 QK = 32
 Q40_BYTES = 18
 
@@ -28,33 +30,16 @@ SOURCES = ("quant/q0_formats.c", "quant_repacked/qr_q4_0.c")
 # the plain Q4_0 provider, built alongside only to show the two contracts differ
 PLAIN_SOURCES = ("quant/q_dot_ref.c", "quant/q0_linear.c")
 
-_GEMV = ("int contract, float *y, const void *w, const float *x, const float *bias, "
-         "int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
-_GEMM = ("int contract, float *y, const void *w, const float *x, const float *bias, "
-         "int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
-
-CDEF = f"""
-enum {{ V8_QL_Q4_0_X_Q8_0_FP32_REPACKED_BLOCK_CHAIN = 123,
-        V8_QL_Q4_0_X_Q8_0_FP32_BLOCK_ORDER = 6 }};
-size_t v8_qlr0_gemv_scratch_bytes(int64_t k);
-size_t v8_qlr0_gemm_scratch_bytes(int64_t m, int64_t k);
-size_t v8_ql0_gemm_scratch_bytes(int64_t m, int64_t k);
-v8_status v8_q4_0_repacked_gemv_ref({_GEMV});
-v8_status v8_q4_0_repacked_gemv({_GEMV});
-v8_status v8_q4_0_repacked_gemv_parallel_dispatch(v8_threadpool *pool, {_GEMV});
-v8_status v8_q4_0_repacked_gemm_ref({_GEMM});
-v8_status v8_q4_0_repacked_gemm({_GEMM});
-v8_status v8_q4_0_repacked_gemm_parallel_dispatch(v8_threadpool *pool, {_GEMM});
-v8_status v8_q4_0_gemm_ref({_GEMM});
-v8_status v8_quantize_q4_0_ref(const float *x, void *y, int64_t rows, int64_t k);
-"""
+CDEF = runtime_cdef("quant_repacked/v8_quant_repacked_q4_0.h", functions=[
+    *declared_in("quant_repacked/v8_quant_repacked_q4_0.h"),
+    "v8_ql0_gemm_scratch_bytes", "v8_q4_0_gemm_ref", "v8_quantize_q4_0_ref"])
 
 
 class QR0(ProviderModule):
     """Thin typed wrapper over the compiled provider."""
 
     def __init__(self) -> None:
-        mod = build(CBuild(name="v8_quant_repacked_q4_0", cdef=RUNTIME_CORE_CDEF + CDEF,
+        mod = build(CBuild(name="v8_quant_repacked_q4_0", cdef=CDEF,
                            source='#include "quant_repacked/v8_quant_repacked_q4_0.h"\n',
                            runtime_sources=RUNTIME_CORE_SOURCES + SOURCES + PLAIN_SOURCES))
         super().__init__(mod)
@@ -117,7 +102,7 @@ class QR0(ProviderModule):
                                        self.ptr(y, "float *"), self.ptr(w, "void *"),
                                        self.ptr(x, "float *"), self.ffi.NULL, m, n, k,
                                        self.ptr(scratch, "void *"), size)
-        assert st == 0
+        assert st == V8_OK
         return y
 
     def quantize_ref(self, w: np.ndarray) -> np.ndarray:

@@ -13,7 +13,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/runtime_c: shared support
 from cffi_module import ProviderModule  # noqa: E402
 
-from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+from v8dialect.c_abi import constants, declared_in
+from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
 QK_K = 256
 Q4K_BYTES = 144
@@ -25,39 +26,27 @@ PROVIDER_GEMM = "q4_k_x_q8_k_repacked_gemm"
 SELECTOR = {"gemv": "V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_SUPER_BLOCK_CHAIN",
             "gemm": "V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_4_ROW_GROUPS"}
 
-V8_CPU_AVX2, V8_CPU_FMA, V8_CPU_F16C = 1 << 0, 1 << 1, 1 << 2
-V8_CPU_AVX512VNNI = 1 << 7
+_V8 = constants(["v8_runtime.h"])
+V8_CPU_AVX2 = _V8["V8_CPU_AVX2"]
+V8_CPU_FMA = _V8["V8_CPU_FMA"]
+V8_CPU_F16C = _V8["V8_CPU_F16C"]
+V8_CPU_AVX512VNNI = _V8["V8_CPU_AVX512VNNI"]
 AVX2_ONLY = V8_CPU_AVX2 | V8_CPU_FMA | V8_CPU_F16C
 ALL_FEATURES = 0xFFFFFFFF
 NO_VNNI = ALL_FEATURES & ~V8_CPU_AVX512VNNI
-ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512"}
+ISA_NAMES = {_V8[f"V8_ISA_{isa.upper()}"]: isa for isa in ("scalar", "avx2", "avx512")}
 
 SOURCES = ("quant/q_formats.c", "quant_repacked/qr_linear.c")
 
-_GEMV = ("int contract, float *y, const void *w, const float *x, const float *bias, "
-         "int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
-_GEMM = ("int contract, float *y, const void *w, const float *x, const float *bias, "
-         "int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
-
-CDEF = f"""
-enum {{ V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_SUPER_BLOCK_CHAIN = 121,
-        V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_4_ROW_GROUPS = 122 }};
-size_t v8_qlr_gemv_scratch_bytes(int64_t k);
-size_t v8_qlr_gemm_scratch_bytes(int64_t m, int64_t k);
-v8_status v8_q4_k_repacked_gemv_ref({_GEMV});
-v8_status v8_q4_k_repacked_gemv({_GEMV});
-v8_status v8_q4_k_repacked_gemv_parallel_dispatch(v8_threadpool *pool, {_GEMV});
-v8_status v8_q4_k_repacked_gemm_ref({_GEMM});
-v8_status v8_q4_k_repacked_gemm({_GEMM});
-v8_status v8_q4_k_repacked_gemm_parallel_dispatch(v8_threadpool *pool, {_GEMM});
-"""
+CDEF = runtime_cdef("quant_repacked/v8_quant_repacked.h",
+                    functions=declared_in("quant_repacked/v8_quant_repacked.h"))
 
 
 class QR(ProviderModule):
     """Thin typed wrapper over the compiled provider."""
 
     def __init__(self) -> None:
-        mod = build(CBuild(name="v8_quant_repacked", cdef=RUNTIME_CORE_CDEF + CDEF,
+        mod = build(CBuild(name="v8_quant_repacked", cdef=CDEF,
                            source='#include "quant_repacked/v8_quant_repacked.h"\n',
                            runtime_sources=RUNTIME_CORE_SOURCES + SOURCES))
         super().__init__(mod)

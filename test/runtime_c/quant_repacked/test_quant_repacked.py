@@ -32,8 +32,13 @@ from qr_support import (
 )
 from repacked_model import repacked_gemm
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
 BACKEND = "llama.cpp ggml 0.25.3 mul_mat, weight in CPU_REPACK (q4_K_8x8_q8_K)"
 
 
@@ -70,8 +75,8 @@ def test_oracle_vs_numpy_model(qr: QR, weights: Any, evidence: Any,
         st, y_ref = qr.run(shape, "ref", w, x, bias=bias)
         same, total = bitexact(y_ref, y_np)
         figures[f"{shape}_bitexact"] = f"{same}/{total}"
-        ok = ok and st == 0 and same == total
-        evidence(Rung.ORACLE, st == 0 and same == total, **who(m, shape), shape=f"{m}x{n}x{k}",
+        ok = ok and st == V8_OK and same == total
+        evidence(Rung.ORACLE, st == V8_OK and same == total, **who(m, shape), shape=f"{m}x{n}x{k}",
                  bias=True, bitexact=f"{same}/{total}",
                  model="numpy: own block decoding, exact int sums, exact fp32 fma (round-to-odd)")
     assert ok, figures
@@ -100,7 +105,7 @@ def test_external_vs_llamacpp_repacked(qr: QR, weights: Any, ggml_ops: Any, evid
     for kind in kinds:
         for variant in ("ref", "prod"):
             st, y = qr.run(kind, variant, w, x)
-            assert st == 0
+            assert st == V8_OK
             results[(kind, variant)] = y
     ok_all = True
     for kind in kinds:
@@ -138,16 +143,16 @@ def test_production_vs_oracle(qr: QR, weights: Any, evidence: Any,
     try:
         for shape in shapes:
             st, y_ref = qr.run(shape, "ref", w, x, bias=bias)
-            assert st == 0
+            assert st == V8_OK
             for isa, mask in qr.isas():
                 qr.lib.v8_cpu_restrict(mask)
                 assert ISA_NAMES[qr.lib.v8_cpu_best_isa()] == isa
                 st, y = qr.run(shape, "prod", w, x, bias=bias)
                 same, total = bitexact(y_ref, y)
-                evidence(Rung.PRODUCTION, st == 0 and same == total, **who(m, shape),
+                evidence(Rung.PRODUCTION, st == V8_OK and same == total, **who(m, shape),
                          shape=f"{m}x{n}x{k}", isa=isa, cpu_mask=hex(mask), bias=True,
                          bitexact=f"{same}/{total}")
-                assert st == 0 and same == total, (shape, isa, hex(mask), same, total)
+                assert st == V8_OK and same == total, (shape, isa, hex(mask), same, total)
     finally:
         qr.lib.v8_cpu_restrict(ALL_FEATURES)
 
@@ -167,14 +172,14 @@ def test_threadpool_vs_oracle(qr: QR, weights: Any, evidence: Any,
     shapes = ("gemv", "gemm") if m == 1 else ("gemm",)
     for shape in shapes:
         st, y_ref = qr.run(shape, "ref", w, x, bias=bias)
-        assert st == 0
+        assert st == V8_OK
         for workers in (1, 2, 3, 4, 8):
             st, y = qr.run(shape, "pool", w, x, workers=workers, bias=bias)
             same, total = bitexact(y_ref, y)
-            evidence(Rung.THREADPOOL, st == 0 and same == total, **who(m, shape),
+            evidence(Rung.THREADPOOL, st == V8_OK and same == total, **who(m, shape),
                      shape=f"{m}x{n}x{k}", partition="independent_rows", workers=workers,
                      bitexact=f"{same}/{total}")
-            assert st == 0 and same == total, (shape, workers, same, total)
+            assert st == V8_OK and same == total, (shape, workers, same, total)
 
 
 # ---- routing: what llama.cpp repacks, and that the two forms are both needed -----------------
@@ -216,7 +221,7 @@ def test_repacked_forms_differ_from_each_other_and_from_plain(qr: QR, weights: A
     y_rep, repacked = ggml_ops.mul_mat_repacked(w, "q4_k", x, k, threads=2)
     y_plain = ggml_ops.mul_mat(w, "q4_k", x, k, threads=2)
     st, y_4row = qr.run("gemm", "ref", w, x)
-    assert st == 0
+    assert st == V8_OK
     y_chain = np.concatenate([qr.run("gemv", "ref", w, x[t:t + 1])[1] for t in range(m)])
     rows4, rest = slice(0, 4), slice(4, m)
     figures = {
@@ -246,10 +251,10 @@ def test_api_rejects_bad_input_without_writing(qr: QR, weights: Any, evidence: A
                                      "gemm": "V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_4_ROW_GROUPS"}[other])
         for variant in ("ref", "prod", "pool"):
             cases = {
-                "k896": dict(x=make_activation(m, 896, 3), expect=2),
-                "selector": dict(contract=99, expect=3),
-                "other_form": dict(contract=other_sel, expect=3),
-                "short_scratch": dict(scratch_shrink=4, expect=2),
+                "k896": dict(x=make_activation(m, 896, 3), expect=V8_ERR_BAD_DIMENSION),
+                "selector": dict(contract=99, expect=V8_ERR_UNKNOWN_SELECTOR),
+                "other_form": dict(contract=other_sel, expect=V8_ERR_UNKNOWN_SELECTOR),
+                "short_scratch": dict(scratch_shrink=4, expect=V8_ERR_BAD_DIMENSION),
             }
             for name, case in cases.items():
                 expect = case.pop("expect")

@@ -24,8 +24,13 @@ from qr0_support import CONTRACT, PROVIDER, QK, QR0, SELECTOR, random_q4_0
 from qr_support import ALL_FEATURES, ISA_NAMES, bitexact, make_activation, make_weights
 from repacked_q4_0_model import repacked_q4_0_gemm
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
 BACKEND = "llama.cpp ggml 0.25.3 mul_mat, weight in CPU_REPACK (q4_0_8x8_q8_0)"
 
 
@@ -104,7 +109,7 @@ def test_oracle_vs_numpy_model(qr0: QR0, weights: Weights, evidence: Any,
         st, y_ref = qr0.run(kind, "ref", w, x, bias=bias)
         same, total = bitexact(y_ref, y_np)
         figures[f"{kind}_bitexact"] = f"{same}/{total}"
-        good = st == 0 and same == total
+        good = st == V8_OK and same == total
         ok = ok and good
         evidence(Rung.ORACLE, good, **who(kind), shape=f"{m}x{n}x{k}", bias=True,
                  bitexact=f"{same}/{total}",
@@ -121,9 +126,9 @@ def test_oracle_vs_numpy_model_random_blocks(qr0: QR0, evidence: Any) -> None:
     y_np = repacked_q4_0_gemm(w, x)
     st, y_ref = qr0.run("gemm", "ref", w, x)
     same, total = bitexact(y_ref, y_np)
-    evidence(Rung.ORACLE, st == 0 and same == total, **who("gemm"), shape=f"{m}x{n}x{k}",
+    evidence(Rung.ORACLE, st == V8_OK and same == total, **who("gemm"), shape=f"{m}x{n}x{k}",
              weights="random blocks", bitexact=f"{same}/{total}")
-    assert st == 0 and same == total, (same, total)
+    assert st == V8_OK and same == total, (same, total)
 
 
 # ---- external: llama.cpp's repacked kernels ------------------------------------------------
@@ -148,7 +153,7 @@ def test_external_vs_llamacpp_repacked(qr0: QR0, weights: Weights, ggml_ops: Any
     for kind in kinds(m):
         for variant in ("ref", "prod"):
             st, y = qr0.run(kind, variant, w, x)
-            assert st == 0
+            assert st == V8_OK
             results[(kind, variant)] = y
     ok_all = True
     for kind in kinds(m):
@@ -183,7 +188,7 @@ def test_repacked_differs_from_plain(qr0: QR0, weights: Weights, ggml_ops: Any,
     y_rep, repacked = ggml_ops.mul_mat_repacked(w, "q4_0", x, k, threads=2)
     y_plain_ggml = ggml_ops.mul_mat(w, "q4_0", x, k, threads=2)
     st, y_contract = qr0.run("gemm", "ref", w, x)
-    assert st == 0
+    assert st == V8_OK
     y_plain_v8 = qr0.plain_gemm(w, x)
     figures = {
         "contract_vs_repacked": bitexact(y_contract, y_rep),
@@ -238,16 +243,16 @@ def test_production_vs_oracle(qr0: QR0, weights: Weights, evidence: Any,
     try:
         for kind in kinds(m):
             st, y_ref = qr0.run(kind, "ref", w, x, bias=bias)
-            assert st == 0
+            assert st == V8_OK
             for isa, mask in qr0.isas():       # the CPU masks this host can take
                 qr0.lib.v8_cpu_restrict(mask)
                 assert ISA_NAMES[qr0.lib.v8_cpu_best_isa()] == isa
                 st, y = qr0.run(kind, "prod", w, x, bias=bias)
                 same, total = bitexact(y_ref, y)
-                evidence(Rung.PRODUCTION, st == 0 and same == total, **who(kind),
+                evidence(Rung.PRODUCTION, st == V8_OK and same == total, **who(kind),
                          shape=f"{m}x{n}x{k}", isa=isa, cpu_mask=hex(mask), bias=True,
                          bitexact=f"{same}/{total}")
-                assert st == 0 and same == total, (kind, isa, hex(mask), same, total)
+                assert st == V8_OK and same == total, (kind, isa, hex(mask), same, total)
     finally:
         qr0.lib.v8_cpu_restrict(ALL_FEATURES)
 
@@ -266,14 +271,14 @@ def test_threadpool_vs_oracle(qr0: QR0, weights: Weights, evidence: Any,
     bias = make_activation(1, n, 9)[0]
     for kind in kinds(m):
         st, y_ref = qr0.run(kind, "ref", w, x, bias=bias)
-        assert st == 0
+        assert st == V8_OK
         for workers in (1, 2, 3):
             st, y = qr0.run(kind, "pool", w, x, workers=workers, bias=bias)
             same, total = bitexact(y_ref, y)
-            evidence(Rung.THREADPOOL, st == 0 and same == total, **who(kind),
+            evidence(Rung.THREADPOOL, st == V8_OK and same == total, **who(kind),
                      shape=f"{m}x{n}x{k}", partition="independent_rows", workers=workers,
                      bitexact=f"{same}/{total}")
-            assert st == 0 and same == total, (kind, workers, same, total)
+            assert st == V8_OK and same == total, (kind, workers, same, total)
 
 
 # ---- C API discipline ---------------------------------------------------------------------------
@@ -287,13 +292,13 @@ def test_api_rejects_bad_input_without_writing(qr0: QR0, weights: Weights, evide
         x = make_activation(m, k, 3)
         for variant in ("ref", "prod", "pool"):
             cases: dict[str, dict[str, Any]] = {
-                "k100": dict(x=make_activation(m, 100, 3), expect=2),
-                "n12": dict(w=w12, expect=2),
-                "n250": dict(n=250, expect=2),
-                "selector": dict(contract=99, expect=3),
+                "k100": dict(x=make_activation(m, 100, 3), expect=V8_ERR_BAD_DIMENSION),
+                "n12": dict(w=w12, expect=V8_ERR_BAD_DIMENSION),
+                "n250": dict(n=250, expect=V8_ERR_BAD_DIMENSION),
+                "selector": dict(contract=99, expect=V8_ERR_UNKNOWN_SELECTOR),
                 "plain_selector": dict(contract=int(qr0.lib.V8_QL_Q4_0_X_Q8_0_FP32_BLOCK_ORDER),
-                                       expect=3),
-                "short_scratch": dict(scratch_shrink=1, expect=2),
+                                       expect=V8_ERR_UNKNOWN_SELECTOR),
+                "short_scratch": dict(scratch_shrink=1, expect=V8_ERR_BAD_DIMENSION),
             }
             for name, case in cases.items():
                 expect = case.pop("expect")

@@ -13,7 +13,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/runtime_c: shared support
 from cffi_module import ProviderModule  # noqa: E402
 
-from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+from v8dialect.c_abi import constants, declared_in
+from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
 QK_K = 256
 FORMATS = ("q4_k", "q6_k", "q5_k")
@@ -23,39 +24,27 @@ CONTRACT = {f: f"{f}_x_q8_k_fp32_super_block_fma_chain" for f in FORMATS}
 PROVIDER = {f: f"{f}_x_q8_k_tiled_gemm" for f in FORMATS}
 SELECTOR = {f: f"V8_QL_{f.upper()}_X_Q8_K_FP32_SUPER_BLOCK_FMA_CHAIN" for f in FORMATS}
 
-V8_CPU_AVX2, V8_CPU_FMA, V8_CPU_F16C = 1 << 0, 1 << 1, 1 << 2
-V8_CPU_AVX512VNNI = 1 << 7
+_V8 = constants(["v8_runtime.h"])
+V8_CPU_AVX2 = _V8["V8_CPU_AVX2"]
+V8_CPU_FMA = _V8["V8_CPU_FMA"]
+V8_CPU_F16C = _V8["V8_CPU_F16C"]
+V8_CPU_AVX512VNNI = _V8["V8_CPU_AVX512VNNI"]
 AVX2_ONLY = V8_CPU_AVX2 | V8_CPU_FMA | V8_CPU_F16C
 ALL_FEATURES = 0xFFFFFFFF
 NO_VNNI = ALL_FEATURES & ~V8_CPU_AVX512VNNI
-ISA_NAMES = {0: "scalar", 1: "avx2", 2: "avx512"}
+ISA_NAMES = {_V8[f"V8_ISA_{isa.upper()}"]: isa for isa in ("scalar", "avx2", "avx512")}
 
 SOURCES = ("quant/q_formats.c", "quant_tiled/qt_linear.c")
 
-_GEMM = ("int contract, float *y, const void *w, const float *x, const float *bias, "
-         "int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
-
-CDEF = """
-enum { V8_QL_Q4_K_X_Q8_K_FP32_SUPER_BLOCK_FMA_CHAIN = 101,
-       V8_QL_Q6_K_X_Q8_K_FP32_SUPER_BLOCK_FMA_CHAIN = 102,
-       V8_QL_Q5_K_X_Q8_K_FP32_SUPER_BLOCK_FMA_CHAIN = 103 };
-size_t v8_qlt_gemm_scratch_bytes(int64_t m, int64_t k);
-v8_status v8_quantize_q4_k_ref(const float *x, void *y, int64_t rows, int64_t k);
-v8_status v8_quantize_q6_k_ref(const float *x, void *y, int64_t rows, int64_t k);
-"""
-for _f in FORMATS:
-    CDEF += f"""
-v8_status v8_{_f}_tiled_gemm_ref({_GEMM});
-v8_status v8_{_f}_tiled_gemm({_GEMM});
-v8_status v8_{_f}_tiled_gemm_parallel_dispatch(v8_threadpool *pool, {_GEMM});
-"""
+CDEF = runtime_cdef("quant_tiled/v8_quant_tiled.h", functions=[
+    *declared_in("quant_tiled/v8_quant_tiled.h"), "v8_quantize_q4_k_ref", "v8_quantize_q6_k_ref"])
 
 
 class QT(ProviderModule):
     """Thin typed wrapper over the compiled provider."""
 
     def __init__(self) -> None:
-        mod = build(CBuild(name="v8_quant_tiled", cdef=RUNTIME_CORE_CDEF + CDEF,
+        mod = build(CBuild(name="v8_quant_tiled", cdef=CDEF,
                            source='#include "quant_tiled/v8_quant_tiled.h"\n',
                            runtime_sources=RUNTIME_CORE_SOURCES + SOURCES))
         super().__init__(mod)

@@ -29,9 +29,14 @@ from qt_support import (
 )
 from qt_model import tiled_gemm
 
+from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
 
 # every format has a kernel map
+_V8 = constants(["v8_runtime.h"])
+V8_OK = _V8["V8_OK"]
+V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
 MAPPED = {"q4_k", "q6_k", "q5_k"}
 
 
@@ -61,11 +66,11 @@ def test_oracle_vs_numpy_model(qt: QT, weights: Any, evidence: Any, fmt: str,
     st, y_ref = qt.gemm(fmt, "ref", w, x, bias=bias)
     y_np = tiled_gemm(fmt, w, x, bias=bias)
     same, total = bitexact(y_ref, y_np)
-    evidence(Rung.ORACLE, st == 0 and same == total, contract=CONTRACT[fmt], provider=provider(fmt),
+    evidence(Rung.ORACLE, st == V8_OK and same == total, contract=CONTRACT[fmt], provider=provider(fmt),
              shape=f"{m}x{n}x{k}", bias=True,
              model="numpy: own block decoding, exact int sums, exact fp32 fma (round-to-odd)",
              bitexact=f"{same}/{total}")
-    assert st == 0 and same == total, (same, total)
+    assert st == V8_OK and same == total, (same, total)
 
 
 # ---- external: llama.cpp's ggml ----------------------------------------------------------
@@ -88,9 +93,9 @@ def test_external_vs_llamacpp(qt: QT, weights: Any, ggml_ops: Any, evidence: Any
     w = weights.get(fmt, n, k)
     x = make_activation(m, k, 1000 * m + n + k)
     st, y_ref = qt.gemm(fmt, "ref", w, x)
-    assert st == 0
+    assert st == V8_OK
     st, y_prod = qt.gemm(fmt, "prod", w, x)
-    assert st == 0
+    assert st == V8_OK
     figures: dict[str, str] = {}
     ok = True
     for threads in (1, 2):
@@ -120,17 +125,17 @@ def test_production_vs_oracle(qt: QT, weights: Any, evidence: Any, fmt: str,
     x = make_activation(m, k, 77 + m)
     bias = make_activation(1, n, 8)[0]
     st, y_ref = qt.gemm(fmt, "ref", w, x, bias=bias)
-    assert st == 0
+    assert st == V8_OK
     try:
         for isa, mask in qt.isas():
             qt.lib.v8_cpu_restrict(mask)
             assert ISA_NAMES[qt.lib.v8_cpu_best_isa()] == isa
             st, y = qt.gemm(fmt, "prod", w, x, bias=bias)
             same, total = bitexact(y_ref, y)
-            evidence(Rung.PRODUCTION, st == 0 and same == total, contract=CONTRACT[fmt],
+            evidence(Rung.PRODUCTION, st == V8_OK and same == total, contract=CONTRACT[fmt],
                      provider=provider(fmt), shape=f"{m}x{n}x{k}", isa=isa, cpu_mask=hex(mask),
                      bias=True, bitexact=f"{same}/{total}")
-            assert st == 0 and same == total, (isa, hex(mask), same, total)
+            assert st == V8_OK and same == total, (isa, hex(mask), same, total)
     finally:
         qt.lib.v8_cpu_restrict(ALL_FEATURES)
 
@@ -149,29 +154,23 @@ def test_threadpool_vs_oracle(qt: QT, weights: Any, evidence: Any, fmt: str,
     x = make_activation(m, k, 5 + m)
     bias = make_activation(1, n, 9)[0]
     st, y_ref = qt.gemm(fmt, "ref", w, x, bias=bias)
-    assert st == 0
+    assert st == V8_OK
     for workers in (1, 2, 3, 4, 8):
         st, y = qt.gemm(fmt, "pool", w, x, workers=workers, bias=bias)
         same, total = bitexact(y_ref, y)
-        evidence(Rung.THREADPOOL, st == 0 and same == total, contract=CONTRACT[fmt],
+        evidence(Rung.THREADPOOL, st == V8_OK and same == total, contract=CONTRACT[fmt],
                  provider=provider(fmt), shape=f"{m}x{n}x{k}", partition="output_tiles",
                  workers=workers, bitexact=f"{same}/{total}")
-        assert st == 0 and same == total, (workers, same, total)
+        assert st == V8_OK and same == total, (workers, same, total)
 
 
 # ---- routing: where llama.cpp leaves the block-order vec_dot for this contract -----------------
 
 def _block_order_lib() -> Any:
-    from v8dialect.cbuild import RUNTIME_CORE_CDEF, RUNTIME_CORE_SOURCES, CBuild, build
+    from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
-    gemm = ("int contract, float *y, const void *w, const float *x, const float *bias, "
-            "int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes")
-    cdef = RUNTIME_CORE_CDEF + f"""
-enum {{ V8_QL_Q4_K_X_Q8_K_FP32_BLOCK_ORDER = 1, V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER = 2 }};
-size_t v8_ql_gemm_scratch_bytes(int64_t m, int64_t k);
-v8_status v8_q4_k_gemm_ref({gemm});
-v8_status v8_q6_k_gemm_ref({gemm});
-"""
+    cdef = runtime_cdef("quant/v8_quant.h",
+                        functions=["v8_ql_gemm_scratch_bytes", "v8_q4_k_gemm_ref", "v8_q6_k_gemm_ref"])
     return build(CBuild(name="v8_quant_block_order_for_routing", cdef=cdef,
                         source='#include "quant/v8_quant.h"\n',
                         runtime_sources=RUNTIME_CORE_SOURCES + (
@@ -201,9 +200,9 @@ def test_routing_block_order_below_8_rows_tiled_from_8(qt: QT, weights: Any, ggm
         st = fn(sel, mod.ffi.cast("float *", y_blk.ctypes.data),
                 mod.ffi.cast("void *", w.ctypes.data), mod.ffi.cast("float *", x.ctypes.data),
                 mod.ffi.NULL, m, n, k, mod.ffi.cast("void *", scratch.ctypes.data), scratch.nbytes)
-        assert st == 0
+        assert st == V8_OK
         st, y_tiled = qt.gemm(fmt, "ref", w, x)
-        assert st == 0
+        assert st == V8_OK
         y_g = ggml_ops.mul_mat(w, fmt, x, k, threads=2)
         figures[m] = (bitexact(y_blk, y_g), bitexact(y_tiled, y_g))
     below_ok = all(b[0] == b[1] and t[0] < t[1] for m, (b, t) in figures.items() if m < 8)
@@ -231,11 +230,12 @@ def test_api_rejects_bad_input_without_writing(qt: QT, weights: Any, evidence: A
     checks: dict[str, tuple[int, bool, int]] = {}
     for variant in ("ref", "prod", "pool"):
         cases = {
-            "k896": dict(x=make_activation(9, 896, 3), expect=2),
-            "selector": dict(contract=99, expect=3),
+            "k896": dict(x=make_activation(9, 896, 3), expect=V8_ERR_BAD_DIMENSION),
+            "selector": dict(contract=99, expect=V8_ERR_UNKNOWN_SELECTOR),
             "other_format": dict(contract=getattr(qt.lib, f"V8_QL_{other.upper()}_X_Q8_K_"
-                                                  "FP32_SUPER_BLOCK_FMA_CHAIN"), expect=3),
-            "short_scratch": dict(scratch_shrink=4, expect=2),
+                                                  "FP32_SUPER_BLOCK_FMA_CHAIN"),
+                                 expect=V8_ERR_UNKNOWN_SELECTOR),
+            "short_scratch": dict(scratch_shrink=4, expect=V8_ERR_BAD_DIMENSION),
         }
         for name, case in cases.items():
             expect = case.pop("expect")
