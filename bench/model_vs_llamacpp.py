@@ -160,11 +160,11 @@ def prefill_rate(v8: Any, ll: Any, prompt: list[int], threads: int) -> tuple[flo
 
 def stream_roofline(threads: int) -> float:
     """GB/s of one read pass over 1 GiB (best of 5), split over `threads` workers."""
-    from v8dialect.cbuild import RUNTIME_CORE_CDEF, CBuild, build
+    from v8dialect.cbuild import CBuild, build, runtime_cdef
 
-    proto = "int64_t v8_bench_stream_read(v8_threadpool *pool, const void *buf, int64_t bytes);\n"
-    mod = build(CBuild(name="v8_bench_stream", cdef=RUNTIME_CORE_CDEF + proto,
-                       source='#include "v8_runtime.h"\n' + proto,
+    header = ROOT / "bench" / "stream_read.h"
+    mod = build(CBuild(name="v8_bench_stream", cdef=runtime_cdef(str(header)),
+                       source='#include "stream_read.h"\n', include_dirs=(header.parent,),
                        extra_sources=(ROOT / "bench" / "stream_read.c",)))
     raw = np.ones((1 << 30) + 64, np.uint8)
     off = (-raw.ctypes.data) % 64

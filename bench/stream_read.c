@@ -4,7 +4,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "v8_runtime.h"
+#include "stream_read.h"
 
 typedef struct {
     const uint8_t *p;
@@ -47,7 +47,6 @@ static void stream_task(void *ctx, int64_t task, int worker) {
     j->sums[worker * 8] += s;
 }
 
-/* Reads `bytes` (a multiple of 256, 64-byte aligned) once; returns a checksum. */
 int64_t v8_bench_stream_read(v8_threadpool *pool, const void *buf, int64_t bytes) {
     stream_job j = {(const uint8_t *)buf, 0, bytes, {0}};
     const int workers = v8_threadpool_workers(pool);
