@@ -34,31 +34,21 @@ sys.path.insert(0, str(ROOT / "test" / "runtime_c" / "attention"))
 import online_model as M  # noqa: E402
 from v8dialect.paths import runtime_c_dir  # noqa: E402
 
-TILED_CDEF = """
-size_t v8_attn_tiled_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim, int n_workers);
-v8_status v8_attn_tiled_parallel_dispatch(v8_threadpool *pool, int contract, float *out,
-    const float *q, const void *k, const void *v, int64_t n_q, int64_t n_head, int64_t n_head_kv,
-    int64_t head_dim, int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal, int64_t window, float scale,
-    void *scratch, size_t scratch_bytes);
-size_t v8_attn_auto_scratch_bytes(int64_t n_q, int64_t n_head, int64_t head_dim, int n_workers);
-v8_status v8_attn_auto_parallel_dispatch(v8_threadpool *pool, int contract, float *out,
-    const float *q, const void *k, const void *v, int64_t n_q, int64_t n_head, int64_t n_head_kv,
-    int64_t head_dim, int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal, int64_t window, float scale,
-    void *scratch, size_t scratch_bytes);
-"""
-
-
 def build():
+    """The online providers, with the tiled and auto ones when their sources are there; every
+    declaration read from the attention headers."""
+    from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, runtime_cdef
+    from v8dialect.cbuild import build as cbuild
+
     have_tiled = (runtime_c_dir() / "attention" / "tiled.c").exists()
-    if have_tiled:
-        try:
-            return M.build_online(extra_sources=("attention/tiled.c", "attention/tiled_auto.c"),
-                                  extra_cdef=TILED_CDEF,
-                                  extra_headers=("attention/v8_attention_tiled.h",),
-                                  name="v8_attn_bench"), True
-        except Exception as exc:  # the other provider may be mid-change
-            print(f"# tiled provider not buildable: {exc}")
-    return M.build_online(), False
+    if not have_tiled:
+        return M.build_online(), False
+    headers = ("attention/v8_attention.h", "attention/v8_attention_tiled.h")
+    return cbuild(CBuild(name="v8_attn_bench", cdef=runtime_cdef(*headers),
+                         source="".join(f'#include "{h}"\n' for h in headers),
+                         runtime_sources=RUNTIME_CORE_SOURCES + M.ONLINE_SOURCES
+                         + ("attention/tiled.c", "attention/tiled_auto.c",
+                            "attention/llama_regular.c"))), True
 
 
 class GgmlGraph:
