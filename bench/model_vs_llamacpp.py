@@ -14,7 +14,7 @@ engine in a process of its own, the CPU model, the ISA variant each side ran and
 the logits agree bit for bit.  A JSON of the results goes next to it.  llama.cpp runs with
 flash attention, fp16 KV and its default weight repacking; v8 with the circuit's llama.cpp
 arithmetic (weight_layout ggml_repacked).  --cpu-mask avx2 runs v8's AVX2 variant (llama.cpp
-keeps its own build's).
+keeps its own build's, so its attention lane tree then differs from v8's and so do the bits).
 
     python bench/model_vs_llamacpp.py [--layers 28] [--steps 16] [--threads 1,2]
         [--n-past 128,1024,4096] [--prefill 64,512] [--cpu-mask native|avx2] [--json out.json]
@@ -284,6 +284,10 @@ def main() -> None:
               f"{r['ratio']:9.2f} {r.get('v8_gb_s', float('nan')):8.2f} "
               f"{r.get('llamacpp_gb_s', float('nan')):8.2f} {percent(r, 'v8_roofline')} "
               f"{percent(r, 'llamacpp_roofline')} {r.get('bit_exact', '')}")
+    if args.cpu_mask != "native":
+        print("bit-exact compares with llama.cpp's own build for this CPU: the attention contracts "
+              "name the running CPU's lane tree, so a masked run matches llama.cpp built for the "
+              "mask, not this one")
     print(f"peak RSS (own process, prefill 64 + 8 decode steps): v8 {rss['v8']:.0f} MiB, "
           f"llama.cpp {rss['llamacpp']:.0f} MiB")
     args.json.parent.mkdir(parents=True, exist_ok=True)
