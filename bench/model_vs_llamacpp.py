@@ -2,7 +2,8 @@
 
 Writes a Qwen3-0.6B-shaped GGUF (28 layers, 1024 wide, 16/8 heads of 128, FFN 3072, vocab
 32768; Q4_K projections with Q6_K attn_v and ffn_down, fp32 tied head; blocks from llama.cpp's
-own quantizer), then for each thread count measures, alternating the two engines:
+own quantizer), then for each thread count measures, alternating the two engines (each timed
+call after 20 ms idle, so neither engine's spinning workers take the other's cores):
 
 - decode tokens/s at n_past 128, 1024 and 4096 (a prompt of that length, then timed steps),
 - prefill tokens/s for 64 and 512 tokens (one micro-batch each side),
@@ -110,7 +111,14 @@ def write_model(path: Path, layers: int, seed: int = 0) -> int:
     return streamed
 
 
+# Every timed call starts after this much idle time: llama.cpp's OpenMP workers spin for a
+# while after each graph and would otherwise take the cores of the v8 call that follows (and
+# v8's workers spin too); with both pools quiet each engine pays only its own wake-ups.
+SETTLE_S = 0.02
+
+
 def timed(fn: Any) -> float:
+    time.sleep(SETTLE_S)
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
