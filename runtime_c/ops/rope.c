@@ -152,39 +152,35 @@ static void rope_oracle(const rope_args *a) {
  * one another with the angle iteration carried across). */
 #define ROPE_PAIRS 64
 
-/* Pairs [i0, i0 + np) of every head of one token.  The fused rotation on a CPU
- * with FMA runs in a function compiled for it, so fmaf is one instruction
- * instead of a library call (fmaf is exactly rounded either way). */
-__attribute__((target("fma"))) static void rotate_heads_fma(const rope_args *a, float *y,
-                                                              const float *x, int64_t i0,
-                                                              int64_t np, const float *c,
-                                                              const float *s) {
-    for (int64_t h = 0; h < a->n_head; ++h) {
-        float *yh = y + h * a->head_dim;
-        const float *xh = x + h * a->head_dim;
-        for (int64_t i = 0; i < np; ++i) {
-            int64_t ia, ib;
-            pair_offsets(a->neox, a->n_rot, i0 + i, &ia, &ib);
-            const float x0 = xh[ia], x1 = xh[ib];
-            const float x1s = x1 * s[i], x1c = x1 * c[i];
-            yh[ia] = __builtin_fmaf(x0, c[i], -x1s);
-            yh[ib] = __builtin_fmaf(x0, s[i], x1c);
-        }
-    }
-}
-
-static void rotate_heads(const rope_args *a, float *y, const float *x, int64_t i0, int64_t np,
-                         const float *c, const float *s) {
-    if (a->fused && (v8_cpu_features() & V8_CPU_FMA)) {
-        rotate_heads_fma(a, y, x, i0, np, c, s);
-        return;
-    }
+/* Pairs [i0, i0 + np) of every head of one token. */
+static inline __attribute__((always_inline)) void rotate_heads_body(const rope_args *a, float *y,
+                                                                   const float *x, int64_t i0,
+                                                                   int64_t np, const float *c,
+                                                                   const float *s) {
     for (int64_t h = 0; h < a->n_head; ++h) {
         for (int64_t i = 0; i < np; ++i) {
             int64_t ia, ib;
             pair_offsets(a->neox, a->n_rot, i0 + i, &ia, &ib);
             rotate_pair(a, y + h * a->head_dim, x + h * a->head_dim, ia, ib, c[i], s[i]);
         }
+    }
+}
+
+/* The same loop compiled for FMA, so the fused rotation's fmaf is one instruction instead of
+ * a call into libm (fmaf is exactly rounded either way). */
+__attribute__((target("fma"))) static void rotate_heads_fma(const rope_args *a, float *y,
+                                                              const float *x, int64_t i0,
+                                                              int64_t np, const float *c,
+                                                              const float *s) {
+    rotate_heads_body(a, y, x, i0, np, c, s);
+}
+
+static void rotate_heads(const rope_args *a, float *y, const float *x, int64_t i0, int64_t np,
+                         const float *c, const float *s) {
+    if (a->fused && (v8_cpu_features() & V8_CPU_FMA)) {
+        rotate_heads_fma(a, y, x, i0, np, c, s);
+    } else {
+        rotate_heads_body(a, y, x, i0, np, c, s);
     }
 }
 

@@ -53,11 +53,15 @@ static void qr_codes(const v8_block_q4_k *blk, uint8_t q[V8_QK_K]) {
     }
 }
 
+/* Output r of a finished chain: the bias (when given) is added after it. */
+static inline float qr_biased(const qr_job *j, float v, int64_t r) {
+    return j->bias != NULL ? v + j->bias[r] : v;
+}
+
 static void qr_store_row(const qr_job *j, const float *out, int64_t t, int64_t r0, int64_t r1) {
     float *yrow = j->y + t * j->n;
     for (int64_t r = r0; r < r1; ++r) {
-        const float v = out[r - r0];
-        yrow[r] = j->bias != NULL ? v + j->bias[r] : v;   /* after the chains */
+        yrow[r] = qr_biased(j, out[r - r0], r);
     }
 }
 
@@ -440,9 +444,8 @@ static v8_status qr_linear(v8_threadpool *pool, int use_ref, int expected, int c
         (void)v8_quantize_q8_k(x, j.a, m, k);
         for (int64_t t = 0; t < m; ++t) {
             for (int64_t r = 0; r < n; ++r) {
-                const float v = qr_dot_ref(j.w + (size_t)r * j.row_bytes, j.a + t * j.nb, j.nb,
-                                           t < j.m4);
-                y[t * n + r] = bias != NULL ? v + bias[r] : v;
+                y[t * n + r] = qr_biased(&j, qr_dot_ref(j.w + (size_t)r * j.row_bytes,
+                                                        j.a + t * j.nb, j.nb, t < j.m4), r);
             }
         }
         return V8_OK;
