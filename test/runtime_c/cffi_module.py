@@ -1,12 +1,29 @@
 """A compiled provider module as the runtime_c tests drive it: its ffi and lib, numpy arrays as
-C pointers, and one threadpool per worker count (destroyed by close)."""
+C pointers, one threadpool per worker count (destroyed by close), and a block run under a CPU
+feature mask."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
 import numpy as np
+
+ALL_FEATURES = 0xFFFFFFFF
+
+
+@contextmanager
+def cpu_restricted(mod: Any, mask: int) -> Iterator[None]:
+    """The block runs with the runtime's CPU features cut to `mask` (a module with .lib, or the
+    lib itself); the restriction is lifted afterwards, also when the block fails."""
+    lib = getattr(mod, "lib", mod)
+    lib.v8_cpu_restrict(mask)
+    try:
+        yield
+    finally:
+        lib.v8_cpu_restrict(ALL_FEATURES)
 
 
 class ProviderModule:

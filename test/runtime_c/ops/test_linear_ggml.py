@@ -20,13 +20,13 @@ For each pair:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
+from cffi_module import cpu_restricted
 
 from v8dialect.c_abi import constants
 from v8dialect.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
@@ -119,15 +119,6 @@ def pools(lg: ModuleType) -> Iterator[dict[int, Any]]:
     yield made
     for p in made.values():
         lg.lib.v8_threadpool_destroy(p)
-
-
-@contextmanager
-def restricted(mod: ModuleType, mask: int) -> Iterator[None]:
-    mod.lib.v8_cpu_restrict(mask)
-    try:
-        yield
-    finally:
-        mod.lib.v8_cpu_restrict(0xFFFFFFFF)
 
 
 def call(mod: ModuleType, fn: str, sel: str, w: np.ndarray, x: np.ndarray,
@@ -332,7 +323,7 @@ def check_production(lg: ModuleType, native: ModuleType, evidence: Callable[...,
                     key = f"{build_name}/oracle"
                     figures[key] = figures.get(key, 0) + same_bits(got, want)
                 for isa, mask in VARIANTS.items():
-                    with restricted(mod, mask):
+                    with cpu_restricted(mod, mask):
                         got = call(mod, "v8_linear_f32_ggml", sel, w, x, b)
                     key = f"{build_name}/{isa}"
                     figures[key] = figures.get(key, 0) + same_bits(got, want)
@@ -368,7 +359,7 @@ def check_threadpool(lg: ModuleType, pools: dict[int, Any], evidence: Callable[.
         want = call(lg, "v8_linear_f32_ggml_ref", sel, w, x, b)
         for workers, pool in pools.items():
             for isa in ("avx512", "avx2"):
-                with restricted(lg, VARIANTS[isa]):
+                with cpu_restricted(lg, VARIANTS[isa]):
                     got = call(lg, "v8_linear_f32_ggml_parallel_dispatch", sel, w, x, b,
                                pool=pool)
                 key = f"{workers}/{isa}"

@@ -10,14 +10,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 import ops_models as models
 import pytest
+from cffi_module import cpu_restricted
 from ops_specs import ELEMENTWISE, LINEAR, PROVIDERS, RMSNORM, ROPE_NEOX, OpSpec, spread
 
 from v8dialect.c_abi import constants
@@ -32,15 +32,6 @@ V8_OK = _V8["V8_OK"]
 
 def ids(spec: OpSpec) -> str:
     return spec.contract
-
-
-@contextmanager
-def restricted(ops: ModuleType, mask: int) -> Iterator[None]:
-    ops.lib.v8_cpu_restrict(mask)
-    try:
-        yield
-    finally:
-        ops.lib.v8_cpu_restrict(ALL_FEATURES)
 
 
 def run(ops: ModuleType, spec: OpSpec, fn: str, inputs: dict[str, Any],
@@ -90,7 +81,7 @@ def test_production_matches_oracle(ops: ModuleType, spec: OpSpec,
         inputs = spec.make(rng, case)
         want = run(ops, spec, spec.base + "_ref", inputs)
         for name, mask in variants.items():
-            with restricted(ops, mask):
+            with cpu_restricted(ops, mask):
                 got = run(ops, spec, spec.base, inputs)
             figures[name].append(models.compare(got, want))
     totals = {name: merge(f) for name, f in figures.items()}

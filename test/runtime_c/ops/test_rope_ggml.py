@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cffi_module import ALL_FEATURES, cpu_restricted
 
 from v8dialect.c_abi import constants
 from v8dialect.evidence import Outcome, Rung
@@ -107,12 +108,9 @@ def test_rope_fused_production_and_threadpool(ops: ModuleType, pools: dict[int, 
         x, pos = inputs(rng, t, h, d, sections)
         ref = run(ops, mode, SELECTORS[mode], "_ref", x, pos, n_rot, base, sections)
         # the full CPU takes the FMA-compiled rotation, mask 0 the library fmaf
-        for mask in (0xFFFFFFFF, 0):
-            ops.lib.v8_cpu_restrict(mask)
-            try:
+        for mask in (ALL_FEATURES, 0):
+            with cpu_restricted(ops, mask):
                 got = run(ops, mode, SELECTORS[mode], "", x, pos, n_rot, base, sections)
-            finally:
-                ops.lib.v8_cpu_restrict(0xFFFFFFFF)
             if differ(got, ref):
                 bad.append(f"production cpu mask {mask:#x} {t}x{h}x{d}")
         for workers, pool in pools.items():

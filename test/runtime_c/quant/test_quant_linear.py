@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cffi_module import cpu_restricted
 from ql_support import (
     ALL_FEATURES,
     AVX2_ONLY,
@@ -121,12 +122,9 @@ def test_q8_k_quantizer_matches_numpy_model(ql: QL, evidence: Any) -> None:
     x[3, :256] = np.float32(0.5) / np.float32(127) * np.arange(-128, 128, dtype=np.float32)
     model = q8_k_bytes(*numpy_q8_k(x))
     # the full CPU takes the AVX-512 block (where it has it), mask 0 the scalar one
-    for mask in (0xFFFFFFFF, 0):
-        ql.lib.v8_cpu_restrict(mask)
-        try:
+    for mask in (ALL_FEATURES, 0):
+        with cpu_restricted(ql, mask):
             ours = ql.quantize("q8_k", x)
-        finally:
-            ql.lib.v8_cpu_restrict(0xFFFFFFFF)
         equal = bool(np.array_equal(ours, model))
         evidence(Rung.ORACLE, equal, contract=CONTRACT_Q4, provider=MAP_Q4_GEMV, cpu_mask=hex(mask),
                  what="Q8_K activation quantizer vs numpy model (round half even, d=1/iscale, bsums)",
@@ -145,12 +143,9 @@ def test_q8_k_quantizer_vector_and_scalar_blocks_agree(ql: QL) -> None:
     x[4, 20], x[4, 21] = 1e4, -1e4
     x[5, :256] = np.float32(1e-38)            # subnormal-range iscale products
     runs = []
-    for mask in (0xFFFFFFFF, 0):
-        ql.lib.v8_cpu_restrict(mask)
-        try:
+    for mask in (ALL_FEATURES, 0):
+        with cpu_restricted(ql, mask):
             runs.append(ql.quantize("q8_k", x))
-        finally:
-            ql.lib.v8_cpu_restrict(0xFFFFFFFF)
     assert np.array_equal(runs[0], runs[1])
 
 
