@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cffi_module import cpu_restricted
 from ql_support import (
     ALL_FEATURES,
     AVX2_ONLY,
@@ -30,6 +29,7 @@ from ql_support import (
     QK_K,
     QL,
     bitexact,
+    cpu_restricted,
     make_activation,
     make_weights,
 )
