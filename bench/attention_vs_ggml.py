@@ -5,8 +5,9 @@ outputs are bit-identical.  Not part of the test run.
     python bench/attention_vs_ggml.py [--repeats N] [--rows SUBSTRING]
 
 The ggml graph is built once per row and thread count, and ours and ggml
-run alternately (the order flips every repeat), so load from other
-processes on the machine hits both sides alike; the load average is
+run alternately (bench/timing.py: the order flips every repeat and each
+call starts after an idle gap, so neither side's spinning workers take the
+other's cores); the load average is
 printed before and after.
 
 Rows: decode H=32 Hkv=8 D=128 at KV 1058 and 4096 (split-KV contract
@@ -22,7 +23,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test" / "runtime_c" / "attention"))
 
 import online_model as M  # noqa: E402
+from timing import alternating  # noqa: E402
+
+from v8dialect.host import cpu_model  # noqa: E402
 from v8dialect.paths import runtime_c_dir  # noqa: E402
+
 
 def build():
     """The online providers, with the tiled and auto ones when their sources are there; every
@@ -95,15 +99,8 @@ class GgmlGraph:
 
 
 def interleaved_medians(fa, fb, repeats):
-    """Median seconds of fa and fb, run alternately (order flipped each repeat)."""
-    fa()
-    fb()  # warm-up
-    ta, tb = [], []
-    for r in range(repeats):
-        for fn, ts in (((fa, ta), (fb, tb)) if r % 2 == 0 else ((fb, tb), (fa, ta))):
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
+    """Median seconds of fa and fb, run alternately after idle gaps (bench/timing.py)."""
+    ta, tb = alternating(fa, fb, repeats, warmup=1)
     return statistics.median(ta), statistics.median(tb)
 
 
@@ -125,6 +122,8 @@ def main() -> None:
                  # ggml does not tile at D % 16 != 0; the auto contract names that rule,
                  # so this row is the bit-exact comparison with ggml's own choice
                  ("full T256 H16 D72 (auto contract)", 256, 16, 16, 72, 256, 0, 0, "auto")]
+    isa = {0: "scalar", 1: "avx2", 2: "avx512"}[int(lib.v8_cpu_best_isa())]
+    print(f"# CPU: {cpu_model()}; ours: {isa}")
     print("# load average %.2f %.2f %.2f" % os.getloadavg())
     print(f"{'row':34s} {'thr':>3s} {'ours ms':>9s} {'ggml ms':>9s} {'ratio':>6s} bit-exact")
     for name, n_q, h, hkv, d, kv, p0, causal, kind in rows:

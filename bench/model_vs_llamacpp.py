@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "test" / "e2e"))
+from timing import settled  # noqa: E402
 
 E, H, HKV, D, FFN, VOCAB = 1024, 16, 8, 128, 3072, 32768
 
@@ -111,19 +111,6 @@ def write_model(path: Path, layers: int, seed: int = 0) -> int:
     return streamed
 
 
-# Every timed call starts after this much idle time: llama.cpp's OpenMP workers spin for a
-# while after each graph and would otherwise take the cores of the v8 call that follows (and
-# v8's workers spin too); with both pools quiet each engine pays only its own wake-ups.
-SETTLE_S = 0.02
-
-
-def timed(fn: Any) -> float:
-    time.sleep(SETTLE_S)
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
 def decode_rate(v8: Any, ll: Any, prompt: list[int], steps: int, threads: int,
                 order: int) -> tuple[float, float, bool]:
     """Both engines: prompt, then `steps` timed decode steps; tokens/s each and bit-exactness."""
@@ -141,7 +128,7 @@ def decode_rate(v8: Any, ll: Any, prompt: list[int], steps: int, threads: int,
         runs = [lambda t=tok: ours.append(v8.decode(t, threads).logits[0]),
                 lambda t=tok: theirs.append(ll_session.eval([t])[0])]
         for fn in (runs if order % 2 == 0 else runs[::-1]):
-            dt = timed(fn)
+            dt = settled(fn)
             if fn is runs[0]:
                 t_v8 += dt
             else:
@@ -159,9 +146,9 @@ def ll_config(threads: int, prompt: int) -> Any:
 
 def prefill_rate(v8: Any, ll: Any, prompt: list[int], threads: int) -> tuple[float, float]:
     v8.reset()
-    t_v8 = timed(lambda: v8.prefill(prompt, threads, 512))
+    t_v8 = settled(lambda: v8.prefill(prompt, threads, 512))
     session = ll.session(ll_config(threads, len(prompt)))
-    t_ll = timed(lambda: session.eval(prompt))
+    t_ll = settled(lambda: session.eval(prompt))
     session.close()
     return len(prompt) / t_v8, len(prompt) / t_ll
 
@@ -181,7 +168,7 @@ def stream_roofline(threads: int) -> float:
     try:
         best = float("inf")
         for _ in range(5):
-            best = min(best, timed(lambda: mod.lib.v8_bench_stream_read(pool, buf, 1 << 30)))
+            best = min(best, settled(lambda: mod.lib.v8_bench_stream_read(pool, buf, 1 << 30)))
     finally:
         mod.lib.v8_threadpool_destroy(pool)
     return (1 << 30) / best / 1e9

@@ -3,8 +3,9 @@
 For each case the same Q4_K / Q6_K weight bytes (ggml_quantize_chunk) and the
 same f32 activation go through ggml's mul_mat graph and through our
 production / threadpool entry points, at the same thread count.  The two are
-run alternately (which goes first alternates too) so load on a shared host
-hits both alike; reports median and minimum wall time of the repeats, the
+run alternately (bench/timing.py: which goes first alternates, each call after
+an idle gap so neither side's spinning workers take the other's cores);
+reports median and minimum wall time of the repeats, the
 ratio ours/ggml of the medians (target <= 1.0) and of the minima, weight-
 streaming GB/s (from the medians), a bit-exact check, and the 1-minute load
 average around each case (a host with load above its core count measures
@@ -19,36 +20,18 @@ import argparse
 import os
 import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "test" / "runtime_c" / "quant"))
 from ql_support import QL, GgmlLinear, bitexact, import_ggml, make_activation, make_weights  # noqa: E402
+from timing import alternating  # noqa: E402
+
+from v8dialect.host import cpu_model  # noqa: E402
 
 CASES = [("q4_k", 4096, 4096, 1), ("q4_k", 151936, 1024, 1), ("q4_k", 4096, 4096, 32),
          ("q6_k", 4096, 4096, 1), ("q6_k", 4096, 4096, 32)]
-
-
-def paired_times(a: Callable[[], object], b: Callable[[], object],
-                 repeats: int) -> tuple[list[float], list[float]]:
-    """Wall times (s) of a and b, run alternately, each pair in alternating order."""
-    for _ in range(2):
-        a()
-        b()
-    ta, tb = [], []
-    for i in range(repeats):
-        first, second = (a, b) if i % 2 == 0 else (b, a)
-        t0 = time.perf_counter()
-        first()
-        t1 = time.perf_counter()
-        second()
-        t2 = time.perf_counter()
-        (ta if i % 2 == 0 else tb).append(t1 - t0)
-        (tb if i % 2 == 0 else ta).append(t2 - t1)
-    return ta, tb
 
 
 def main() -> int:
@@ -70,7 +53,8 @@ def main() -> int:
     ql.lib.v8_cpu_restrict(args.cpu_mask)
     isa = {0: "scalar", 1: "avx2", 2: "avx512"}[ql.lib.v8_cpu_best_isa()]
     vnni = "+vnni" if ql.lib.v8_cpu_features() & (1 << 7) else ""
-    print(f"cores {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}, ours: {isa}{vnni}")
+    print(f"CPU: {cpu_model()}, cores {os.cpu_count()}, "
+          f"load average {os.getloadavg()[0]:.2f}, ours: {isa}{vnni}")
     print(f"{'case':<28}{'thr':>4}{'ggml ms':>10}{'ours ms':>10}{'ratio':>7}"
           f"{'ggml min':>10}{'ours min':>10}{'ratio':>7}"
           f"{'ggml GB/s':>10}{'ours GB/s':>10}  bitexact  load")
@@ -102,8 +86,7 @@ def main() -> int:
                 def ours(pooled=pooled, pool=pool) -> object:
                     return pooled(pool, sel, py, pw, px, ql.ffi.NULL, *dims, ps, nbytes)
             load0 = os.getloadavg()[0]
-            tg, to = paired_times(lambda threads=threads: runner.compute(threads), ours,
-                                  args.repeats)
+            tg, to = alternating(lambda threads=threads: runner.compute(threads), ours, args.repeats)
             load1 = os.getloadavg()[0]
             t_g, t_o = statistics.median(tg) * 1e3, statistics.median(to) * 1e3
             n_g, n_o = min(tg) * 1e3, min(to) * 1e3
