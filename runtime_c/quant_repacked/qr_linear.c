@@ -12,12 +12,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/v8_prefetch.h"
 #include "quant_repacked/v8_quant_repacked.h"
 
 #define QR_ROWS 16      /* weight rows per tile (AVX-512: one vector; AVX2: two) */
 #define QR_TOKS 16      /* tokens per tile */
 #define QR_QUANT_ROWS 16 /* activation rows per quantization task */
-#define QR_PF_BLOCKS 16  /* super-blocks the GEMV prefetches ahead */
 
 typedef struct {
     float *y;
