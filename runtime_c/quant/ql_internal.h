@@ -2,7 +2,7 @@
 #ifndef V8_QL_INTERNAL_H
 #define V8_QL_INTERNAL_H
 
-#include "core/v8_prefetch.h"
+#include "core/prefetch.h"
 #include "quant/v8_quant.h"
 
 /* Round-half-even to int for |v| < 2^22: adding 1.5*2^23 leaves the integer

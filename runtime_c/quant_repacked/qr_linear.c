@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/v8_prefetch.h"
+#include "core/prefetch.h"
 #include "quant_repacked/v8_quant_repacked.h"
 
 #define QR_ROWS 16      /* weight rows per tile (AVX-512: one vector; AVX2: two) */

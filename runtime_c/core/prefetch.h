@@ -39,12 +39,18 @@ static inline void v8_prefetch_lines(uintptr_t at, size_t bytes) {
 #define V8_PREFETCH_BYTES 12288
 #endif
 
-/* The block at `blk` of the row pair at least V8_PREFETCH_BYTES on along a
- * walk whose row pairs go side by side (short rows look several pairs on). */
+/* The block at `blk` of the row group at least V8_PREFETCH_BYTES on, along a
+ * walk that reads `rows` rows side by side (short rows look several groups
+ * on); for rows = 1 this is V8_PREFETCH_BYTES on, rounded up to whole rows. */
+static inline void v8_prefetch_rows_ahead(const void *blk, size_t row_bytes, size_t rows,
+                                          size_t bytes) {
+    const size_t group = rows * row_bytes;
+    const size_t groups = (V8_PREFETCH_BYTES + group - 1) / group;
+    v8_prefetch_lines((uintptr_t)blk + groups * group, bytes);
+}
+
 static inline void v8_prefetch_next_pair(const void *blk, size_t row_bytes, size_t bytes) {
-    const size_t pair = 2 * row_bytes;
-    const size_t pairs = (V8_PREFETCH_BYTES + pair - 1) / pair;
-    v8_prefetch_lines((uintptr_t)blk + pairs * pair, bytes);
+    v8_prefetch_rows_ahead(blk, row_bytes, 2, bytes);
 }
 
 #endif
