@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "core/prefetch.h"
 #include "ops/ops_internal.h"
 #include "linear_ggml/v8_linear_ggml.h"
 
@@ -209,6 +210,7 @@ static float dot_blocks_avx512(const float *w, const float *x, int64_t k, int ta
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 64;
     for (int64_t i = 0; i < k0; i += 64) {
+        v8_prefetch_rows_ahead(w + i, (size_t)k * sizeof(float), 1, 256);
         a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
         a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
         a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
@@ -238,6 +240,7 @@ static inline __attribute__((always_inline)) void tile_avx512(const lg_args *a, 
     for (int64_t l = 0; l < k; l += 16) {
         __m512 wv[4];
         for (int i = 0; i < 4; ++i) {
+            v8_prefetch_rows_ahead(w + i * k + l, (size_t)k * sizeof(float), 4, 64);
             wv[i] = _mm512_loadu_ps(w + i * k + l);
         }
         for (int j = 0; j < rn; ++j) {
@@ -334,6 +337,7 @@ static float dot_blocks_avx2(const float *w, const float *x, int64_t k, int tail
     lanes16 a0 = {z, z}, a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 64;
     for (int64_t i = 0; i < k0; i += 64) {
+        v8_prefetch_rows_ahead(w + i, (size_t)k * sizeof(float), 1, 256);
         a0 = fma16(w + i, x + i, a0);
         a1 = fma16(w + i + 16, x + i + 16, a1);
         a2 = fma16(w + i + 32, x + i + 32, a2);
@@ -354,6 +358,8 @@ static inline __attribute__((always_inline)) void tile_avx2(const lg_args *a, in
     const float *w = a->w + n0 * k;
     const float *x = a->x + m0 * k;
     for (int64_t l = 0; l < k; l += 16) {
+        v8_prefetch_rows_ahead(w + l, (size_t)k * sizeof(float), 2, 64);
+        v8_prefetch_rows_ahead(w + k + l, (size_t)k * sizeof(float), 2, 64);
         for (int j = 0; j < rn; ++j) {
             for (int i = 0; i < 2; ++i) {
                 acc[i][j] = fma16(w + i * k + l, x + j * k + l, acc[i][j]);
@@ -389,6 +395,7 @@ static float dot_blocks8_avx2(const float *w, const float *x, int64_t k, int tai
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 32;
     for (int64_t i = 0; i < k0; i += 32) {
+        v8_prefetch_rows_ahead(w + i, (size_t)k * sizeof(float), 1, 128);
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
         a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
         a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -421,6 +428,9 @@ static inline __attribute__((always_inline)) void tile8_avx2(const lg_args *a, i
             xv[j] = _mm256_loadu_ps(x + j * k + l);
         }
         for (int i = 0; i < 4; ++i) {
+            if ((l & 15) == 0) { /* one 64-byte line per row every other step */
+                v8_prefetch_rows_ahead(w + i * k + l, (size_t)k * sizeof(float), 4, 64);
+            }
             const __m256 wv = _mm256_loadu_ps(w + i * k + l);
             for (int j = 0; j < rn; ++j) {
                 acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
