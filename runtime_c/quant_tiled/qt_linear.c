@@ -17,19 +17,16 @@
 #include <math.h>
 #include <string.h>
 
+#include "quant/q8k_groups.h"
 #include "quant_tiled/v8_quant_tiled.h"
 
-#define QT_GROUP 16     /* tokens per interleaved activation block */
+#define QT_GROUP V8_Q8K_GROUP /* tokens per interleaved activation block */
 #define QT_ROW_TILE 16  /* weight rows per output tile */
 #define QT_TOK_TILE 64  /* tokens per output tile (a multiple of QT_GROUP) */
 
 typedef enum { QT_Q4K = 0, QT_Q5K = 1, QT_Q6K = 2 } qt_format;
 
-typedef struct {
-    int8_t q[V8_QK_K / 4][QT_GROUP][4];  /* 4096 bytes */
-    float d[QT_GROUP];
-    int32_t bsums[V8_QK_K / 16][QT_GROUP];
-} qt_actblock;
+typedef v8_q8k_group qt_actblock;
 
 /* One super-block of up to 16 weight rows, decoded: unsigned codes in element
  * order (Q4_K [0,15], Q5_K [0,31], Q6_K [0,63] before its -32 offset), the
@@ -185,21 +182,7 @@ static void qt_prepare_group(const qt_job *j, int64_t g) {
     const int64_t t0 = g * QT_GROUP;
     const int64_t t1 = t0 + QT_GROUP < j->m ? t0 + QT_GROUP : j->m;
     (void)v8_quantize_q8_k(j->x + t0 * j->k, j->a + t0 * j->nb, t1 - t0, j->k);
-    for (int64_t b = 0; b < j->nb; ++b) {
-        qt_actblock *ab = j->ab + g * j->nb + b;
-        memset(ab, 0, sizeof(*ab));
-        for (int64_t t = t0; t < t1; ++t) {
-            const v8_block_q8_k *src = j->a + t * j->nb + b;
-            const int tt = (int)(t - t0);
-            for (int kg = 0; kg < V8_QK_K / 4; ++kg) {
-                memcpy(ab->q[kg][tt], &src->qs[4 * kg], 4);
-            }
-            ab->d[tt] = src->d;
-            for (int s = 0; s < V8_QK_K / 16; ++s) {
-                ab->bsums[s][tt] = src->bsums[s];
-            }
-        }
-    }
+    v8_q8k_group_pack(j->a, j->nb, t0, t1, j->ab + g * j->nb);
 }
 
 /* acc is [QT_ROW_TILE][QT_TOK_TILE], token column 0 = token g0 * QT_GROUP. */
@@ -216,84 +199,32 @@ static void qt_store(const qt_job *j, const float *acc, int64_t r0, int64_t r1, 
 
 /* ---- ISA variants ------------------------------------------------------------ */
 
+/* One algorithm (qt_kernels.inc) over the token-lane SIMD mapping of each ISA. */
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
 #define QT_FN(name) name##_avx512vnni
-#define QT_LANES 16
-#define QT_VI __m512i
-#define QT_VF __m512
-#define QT_ZERO_I() _mm512_setzero_si512()
-#define QT_SET1_I(v) _mm512_set1_epi32(v)
-#define QT_LOADU_I(p) _mm512_loadu_si512((const void *)(p))
-#define QT_ADD_I(a, b) _mm512_add_epi32(a, b)
-#define QT_SUB_I(a, b) _mm512_sub_epi32(a, b)
-#define QT_MULLO(a, b) _mm512_mullo_epi32(a, b)
-#define QT_SLLI5(a) _mm512_slli_epi32(a, 5)
-#define QT_DOT4(acc, w, a) _mm512_dpbusd_epi32(acc, w, a)
-#define QT_CVT(a) _mm512_cvtepi32_ps(a)
-#define QT_SET1_F(v) _mm512_set1_ps(v)
-#define QT_LOADU_F(p) _mm512_loadu_ps(p)
-#define QT_STOREU_F(p, v) _mm512_storeu_ps(p, v)
-#define QT_MUL_F(a, b) _mm512_mul_ps(a, b)
-#define QT_FNMADD(a, b, c) _mm512_fnmadd_ps(a, b, c)
-#define QT_FMADD(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define V8_TL_AVX512VNNI
+#include "quant/token_lane_simd.h"
 #include "quant_tiled/qt_kernels.inc"
 #undef QT_FN
-#undef QT_DOT4
 #pragma GCC pop_options
 
-/* AVX-512 without VNNI: the four-byte dot as maddubs (u8 x s8 pairs, exact:
- * |pair| <= 2*63*127 < 2^15) then madd with ones; same integers as dpbusd. */
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 #define QT_FN(name) name##_avx512
-#define QT_DOT4(acc, w, a) \
-    _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w, a), _mm512_set1_epi16(1)))
+#define V8_TL_AVX512
+#include "quant/token_lane_simd.h"
 #include "quant_tiled/qt_kernels.inc"
 #undef QT_FN
-#undef QT_DOT4
-#undef QT_LANES
-#undef QT_VI
-#undef QT_VF
-#undef QT_ZERO_I
-#undef QT_SET1_I
-#undef QT_LOADU_I
-#undef QT_ADD_I
-#undef QT_SUB_I
-#undef QT_MULLO
-#undef QT_SLLI5
-#undef QT_CVT
-#undef QT_SET1_F
-#undef QT_LOADU_F
-#undef QT_STOREU_F
-#undef QT_MUL_F
-#undef QT_FNMADD
-#undef QT_FMADD
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 #define QT_FN(name) name##_avx2
-#define QT_LANES 8
-#define QT_VI __m256i
-#define QT_VF __m256
-#define QT_ZERO_I() _mm256_setzero_si256()
-#define QT_SET1_I(v) _mm256_set1_epi32(v)
-#define QT_LOADU_I(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
-#define QT_ADD_I(a, b) _mm256_add_epi32(a, b)
-#define QT_SUB_I(a, b) _mm256_sub_epi32(a, b)
-#define QT_MULLO(a, b) _mm256_mullo_epi32(a, b)
-#define QT_SLLI5(a) _mm256_slli_epi32(a, 5)
-#define QT_DOT4(acc, w, a) \
-    _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)))
-#define QT_CVT(a) _mm256_cvtepi32_ps(a)
-#define QT_SET1_F(v) _mm256_set1_ps(v)
-#define QT_LOADU_F(p) _mm256_loadu_ps(p)
-#define QT_STOREU_F(p, v) _mm256_storeu_ps(p, v)
-#define QT_MUL_F(a, b) _mm256_mul_ps(a, b)
-#define QT_FNMADD(a, b, c) _mm256_fnmadd_ps(a, b, c)
-#define QT_FMADD(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define V8_TL_AVX2
+#include "quant/token_lane_simd.h"
 #include "quant_tiled/qt_kernels.inc"
+#undef QT_FN
 #pragma GCC pop_options
 
 /* Scalar variant: the oracle's chain, output by output. */
@@ -330,11 +261,10 @@ size_t v8_qlt_gemm_scratch_bytes(int64_t m, int64_t k) {
         return 0;
     }
     const uint64_t nb = (uint64_t)(k / V8_QK_K);
-    const uint64_t groups = (uint64_t)((m + QT_GROUP - 1) / QT_GROUP);
     const uint64_t q8 = (uint64_t)m * nb * sizeof(v8_block_q8_k);
-    const uint64_t il = groups * nb * sizeof(qt_actblock);
-    if (q8 / nb / sizeof(v8_block_q8_k) != (uint64_t)m || il / nb != groups * sizeof(qt_actblock) ||
-        q8 + il < q8 || q8 + il > (uint64_t)SIZE_MAX) {
+    const uint64_t il = v8_q8k_groups_bytes((uint64_t)m, nb);
+    if (q8 / nb / sizeof(v8_block_q8_k) != (uint64_t)m || il == 0 || q8 + il < q8 ||
+        q8 + il > (uint64_t)SIZE_MAX) {
         return 0;
     }
     return (size_t)(q8 + il);
