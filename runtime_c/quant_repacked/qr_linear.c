@@ -7,17 +7,20 @@
  * Every output is computed whole by one tile, so neither the ISA variant, the
  * tile shape nor the worker count can change a bit.
  *
- * Scratch: [m x nb Q8_K blocks] of the quantized activation. */
+ * Scratch: [m x nb Q8_K blocks] of the quantized activation, then (GEMM)
+ * their interleaved 16-token groups (quant/q8k_groups.h) for the token-lane
+ * half-pair form. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #include "core/prefetch.h"
+#include "quant/q8k_groups.h"
 #include "quant_repacked/v8_quant_repacked.h"
 
 #define QR_ROWS 16      /* weight rows per tile (AVX-512: one vector; AVX2: two) */
 #define QR_TOKS 16      /* tokens per tile */
-#define QR_QUANT_ROWS 16 /* activation rows per quantization task */
+#define QR_QUANT_ROWS V8_Q8K_GROUP /* activation rows per quantization task: one group */
 
 typedef struct {
     float *y;
@@ -25,6 +28,7 @@ typedef struct {
     const float *x;
     const float *bias;
     v8_block_q8_k *a;   /* [m][nb] */
+    v8_q8k_group *groups; /* [ceil(m/16)][nb] interleaved, when m4 > 0 */
     int64_t m, n, k, nb;
     int64_t m4;         /* rows [0, m4) take the half-pair (4-row GEMM) form */
     size_t row_bytes;
@@ -158,152 +162,9 @@ static inline __m512i qr_chunk_dot_avx512(__m512i codes, const int8_t *a, __m512
 
 #include "quant_repacked/qr_kernels.inc"
 
-/* ---- AVX-512 GEMM tile: a vector lane is one weight row --------------------
- *
- * Sixteen rows of one super-block are decoded once per token tile (codes and
- * scale vectors per row, mins, d and dmin per lane) and every token's chunk
- * dots are reduced across rows by a transposing add network, so the fp32
- * steps run on 16 rows at once with the same roundings as the scalar ones:
- * lane r of the vectors below is row r0 + r. */
-
-/* (sum a, sum b) lane-interleaved: the four levels of the network below */
-static inline __m512i qr_net1(__m512i a, __m512i b) {
-    return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
-}
-
-static inline __m512i qr_net2(__m512i a, __m512i b) {
-    return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
-}
-
-static inline __m512i qr_net3(__m512i a, __m512i b) {
-    return _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, 0x88), _mm512_shuffle_i32x4(a, b, 0xDD));
-}
-
-/* lane r = sum of v[r]'s sixteen lanes (exact int32) */
-static inline __m512i qr_rowsums16(const __m512i v[16]) {
-    __m512i l2[4];
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-        l2[q] = qr_net2(qr_net1(v[4 * q], v[4 * q + 1]), qr_net1(v[4 * q + 2], v[4 * q + 3]));
-    }
-    return qr_net3(qr_net3(l2[0], l2[1]), qr_net3(l2[2], l2[3]));
-}
-
-typedef struct {
-    __m512i codes[QR_ROWS][4], scales[QR_ROWS][4];
-    __m512i mn[8];          /* lane r: mn_g of row r */
-    __m512 d, dmin;
-} qr_dec16;
-
-static void qr_decode16_avx512(const qr_job *j, int64_t r0, int nrows, int64_t b, qr_dec16 *o) {
-    int32_t mn[8][QR_ROWS];
-    float d[QR_ROWS], dmin[QR_ROWS];
-    for (int r = 0; r < QR_ROWS; ++r) {
-        const int rr = r < nrows ? r : nrows - 1;  /* lanes past the tile repeat its last row */
-        const v8_block_q4_k *blk =
-            (const v8_block_q4_k *)(j->w + (size_t)(r0 + rr) * j->row_bytes) + b;
-        const __m128i scmn = qr_scales_mins_avx512(blk->scales);
-        uint8_t bytes[16];
-        _mm_storeu_si128((__m128i *)(void *)bytes, scmn);
-        for (int g = 0; g < 8; ++g) {
-            mn[g][r] = bytes[8 + g];
-        }
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
-            o->codes[r][c] = qr_chunk_codes_avx512(blk->qs + 32 * c);
-            o->scales[r][c] = qr_chunk_scales_avx512(scmn, c);
-        }
-        d[r] = _cvtsh_ss(blk->d);
-        dmin[r] = _cvtsh_ss(blk->dmin);
-    }
-    for (int g = 0; g < 8; ++g) {
-        o->mn[g] = _mm512_loadu_si512((const void *)mn[g]);
-    }
-    o->d = _mm512_loadu_ps(d);
-    o->dmin = _mm512_loadu_ps(dmin);
-}
-
-/* row sums of chunk c (or of all four chunks when c < 0) against one token */
-static inline __m512i qr_chunk_rowsums(const qr_dec16 *w, const __m512i act[4], int c) {
-    __m512i v[QR_ROWS];
-#pragma GCC unroll 16
-    for (int r = 0; r < QR_ROWS; ++r) {
-        if (c >= 0) {
-            v[r] = _mm512_madd_epi16(_mm512_maddubs_epi16(w->codes[r][c], act[c]), w->scales[r][c]);
-        } else {
-            __m512i s = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; ++k) {
-                s = _mm512_add_epi32(s, _mm512_madd_epi16(_mm512_maddubs_epi16(w->codes[r][k], act[k]),
-                                                          w->scales[r][k]));
-            }
-            v[r] = s;
-        }
-    }
-    return qr_rowsums16(v);
-}
-
-static void qr_gemm16_avx512(const qr_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-    const int nrows = (int)(r1 - r0), ntok = (int)(t1 - t0);
-    __m512 acc[QR_TOKS], accm[QR_TOKS];
-    for (int tt = 0; tt < ntok; ++tt) {
-        acc[tt] = _mm512_setzero_ps();
-        accm[tt] = _mm512_setzero_ps();
-    }
-    qr_dec16 w;
-    for (int64_t b = 0; b < j->nb; ++b) {
-        qr_decode16_avx512(j, r0, nrows, b, &w);
-        for (int tt = 0; tt < ntok; ++tt) {
-            const int64_t t = t0 + tt;
-            const v8_block_q8_k *ab = j->a + t * j->nb + b;
-            __m512i act[4];
-            for (int c = 0; c < 4; ++c) {
-                act[c] = _mm512_loadu_si512((const void *)(ab->qs + 64 * c));
-            }
-            const __m512 xd = _mm512_set1_ps(ab->d);
-            const __m512 ds = _mm512_mul_ps(w.d, xd), dm = _mm512_mul_ps(w.dmin, xd);
-            __m512i mp[8];                 /* lane r: mn_g * (bsum_2g + bsum_2g+1) */
-            for (int g = 0; g < 8; ++g) {
-                mp[g] = _mm512_mullo_epi32(
-                    w.mn[g], _mm512_set1_epi32((int32_t)ab->bsums[2 * g] + (int32_t)ab->bsums[2 * g + 1]));
-            }
-            __m512 va = acc[tt], vm = accm[tt];
-            if (t < j->m4) {               /* half-pair form, h ascending */
-                for (int h = 0; h < 4; ++h) {
-                    va = _mm512_fmadd_ps(_mm512_cvtepi32_ps(qr_chunk_rowsums(&w, act, h)), ds, va);
-                    vm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(mp[2 * h], mp[2 * h + 1])),
-                                         dm, vm);
-                }
-            } else {                       /* super-block form */
-                __m512i m = mp[0];
-                for (int g = 1; g < 8; ++g) {
-                    m = _mm512_add_epi32(m, mp[g]);
-                }
-                va = _mm512_fmadd_ps(_mm512_cvtepi32_ps(qr_chunk_rowsums(&w, act, -1)), ds, va);
-                vm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), dm, vm);
-            }
-            acc[tt] = va;
-            accm[tt] = vm;
-        }
-    }
-    const __mmask16 keep = (__mmask16)((1u << nrows) - 1u);
-    const __m512 bias = j->bias != NULL ? _mm512_maskz_loadu_ps(keep, j->bias + r0) : _mm512_setzero_ps();
-    for (int tt = 0; tt < ntok; ++tt) {
-        __m512 v = _mm512_sub_ps(acc[tt], accm[tt]);
-        if (j->bias != NULL) {
-            v = _mm512_add_ps(v, bias);   /* after the chains */
-        }
-        _mm512_mask_storeu_ps(j->y + (t0 + tt) * j->n + r0, keep, v);
-    }
-}
-
-static void qr_tile16_avx512(const qr_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-    if (t1 - t0 == 1 && t0 >= j->m4) {
-        qr_tile_avx512(j, r0, r1, t0, t1);   /* one GEMV-form token: the row-pair path */
-        return;
-    }
-    qr_gemm16_avx512(j, r0, r1, t0, t1);
-}
+#define V8_TL_AVX512
+#include "quant/token_lane_simd.h"
+#include "quant_repacked/qr_token_kernels.inc"
 
 #undef QR_FN
 #undef QR_VI
@@ -313,6 +174,17 @@ static void qr_tile16_avx512(const qr_job *j, int64_t r0, int64_t r1, int64_t t0
 #undef QR_HSUM
 #undef QR_ZERO_I
 #undef QR_TO256
+#pragma GCC pop_options
+
+/* AVX-512 with VNNI: the token-lane GEMM with dpbusd (the GEMV keeps the
+ * maddubs row-pair walk of the plain AVX-512 variant). */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+#define QR_FN(name) name##_avx512vnni
+#define V8_TL_AVX512VNNI
+#include "quant/token_lane_simd.h"
+#include "quant_repacked/qr_token_kernels.inc"
+#undef QR_FN
 #pragma GCC pop_options
 
 typedef struct {
@@ -353,45 +225,69 @@ static inline __m256i qr_chunk_dot_avx2(qr_pair256 codes, const int8_t *a, qr_pa
 
 
 #include "quant_repacked/qr_kernels.inc"
+#define V8_TL_AVX2
+#include "quant/token_lane_simd.h"
+#include "quant_repacked/qr_token_kernels.inc"
 #pragma GCC pop_options
 
 typedef void (*qr_tile_fn)(const qr_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 
-static qr_tile_fn qr_tile_for(int use_ref) {
+/* The variant's two tile functions: `lanes` for tokens in the half-pair form
+ * (token lanes over an interleaved activation group), `rows` for the
+ * super-block form (the GEMV and the GEMM's last m mod 4 tokens). */
+typedef struct {
+    qr_tile_fn lanes, rows;
+} qr_variant;
+
+static qr_variant qr_variant_for(int use_ref) {
+    const qr_variant scalar = {qr_tile_scalar, qr_tile_scalar};
     if (use_ref) {
-        return qr_tile_scalar;
+        return scalar;
     }
     switch (v8_cpu_best_isa()) {
-    case V8_ISA_AVX512:
-        return qr_tile16_avx512;
-    case V8_ISA_AVX2:
-        return qr_tile_avx2;
+    case V8_ISA_AVX512: {
+        const qr_variant v = {(v8_cpu_features() & V8_CPU_AVX512VNNI) ? qrt_tile_avx512vnni
+                                                                      : qrt_tile_avx512,
+                              qr_tile_avx512};
+        return v;
+    }
+    case V8_ISA_AVX2: {
+        const qr_variant v = {qrt_tile_avx2, qr_tile_avx2};
+        return v;
+    }
     default:
-        return qr_tile_scalar;
+        return scalar;
     }
 }
 
 /* ---- scratch, checks, driver ---------------------------------------------------- */
 
-size_t v8_qlr_gemm_scratch_bytes(int64_t m, int64_t k) {
+/* Q8_K blocks of m tokens, then (GEMM only) their interleaved groups. */
+static size_t qr_scratch_bytes(int64_t m, int64_t k, int groups) {
     if (m <= 0 || k <= 0 || k % V8_QK_K != 0 || m > ((int64_t)1 << 32) || k > ((int64_t)1 << 32)) {
         return 0;
     }
     const uint64_t nb = (uint64_t)(k / V8_QK_K);
-    const uint64_t bytes = (uint64_t)m * nb * sizeof(v8_block_q8_k);
-    if (bytes / nb / sizeof(v8_block_q8_k) != (uint64_t)m || bytes > (uint64_t)SIZE_MAX) {
+    const uint64_t q8 = (uint64_t)m * nb * sizeof(v8_block_q8_k);
+    const uint64_t il = groups ? v8_q8k_groups_bytes((uint64_t)m, nb) : 0;
+    if (q8 / nb / sizeof(v8_block_q8_k) != (uint64_t)m || (groups && il == 0) || q8 + il < q8 ||
+        q8 + il > (uint64_t)SIZE_MAX) {
         return 0;
     }
-    return (size_t)bytes;
+    return (size_t)(q8 + il);
+}
+
+size_t v8_qlr_gemm_scratch_bytes(int64_t m, int64_t k) {
+    return qr_scratch_bytes(m, k, 1);
 }
 
 size_t v8_qlr_gemv_scratch_bytes(int64_t k) {
-    return v8_qlr_gemm_scratch_bytes(1, k);
+    return qr_scratch_bytes(1, k, 0);
 }
 
 typedef struct {
     const qr_job *j;
-    qr_tile_fn tile;
+    qr_variant tile;
 } qr_task_ctx;
 
 static void qr_quant_task(void *ctx, int64_t task, int worker) {
@@ -400,6 +296,9 @@ static void qr_quant_task(void *ctx, int64_t task, int worker) {
     const int64_t t0 = task * QR_QUANT_ROWS;
     const int64_t t1 = t0 + QR_QUANT_ROWS < j->m ? t0 + QR_QUANT_ROWS : j->m;
     (void)v8_quantize_q8_k(j->x + t0 * j->k, j->a + t0 * j->nb, t1 - t0, j->k);
+    if (j->groups != NULL && t0 < j->m4) {
+        v8_q8k_group_pack(j->a, j->nb, t0, t1, j->groups + task * j->nb);
+    }
 }
 
 /* Task = one 16-row weight tile over every token tile (rows are independent). */
@@ -410,7 +309,13 @@ static void qr_row_task(void *ctx, int64_t task, int worker) {
     const int64_t r0 = task * QR_ROWS, r1 = r0 + QR_ROWS < j->n ? r0 + QR_ROWS : j->n;
     for (int64_t tt = 0; tt < j->n_tok_tiles; ++tt) {
         const int64_t t0 = tt * QR_TOKS, t1 = t0 + QR_TOKS < j->m ? t0 + QR_TOKS : j->m;
-        c->tile(j, r0, r1, t0, t1);
+        const int64_t th = t1 < j->m4 ? t1 : j->m4;    /* [t0, th): half-pair form */
+        if (th > t0) {
+            c->tile.lanes(j, r0, r1, t0, th);
+        }
+        if (t1 > (th > t0 ? th : t0)) {
+            c->tile.rows(j, r0, r1, th > t0 ? th : t0, t1);
+        }
     }
 }
 
@@ -421,7 +326,8 @@ static v8_status qr_linear(v8_threadpool *pool, int use_ref, int expected, int c
     V8_REQUIRE(y != NULL && w != NULL && x != NULL && scratch != NULL, V8_ERR_NULL_ARGUMENT);
     V8_REQUIRE(m > 0 && n > 0 && k > 0 && k % V8_QK_K == 0, V8_ERR_BAD_DIMENSION);
     V8_REQUIRE(n <= ((int64_t)1 << 40), V8_ERR_BAD_DIMENSION);
-    const size_t need = v8_qlr_gemm_scratch_bytes(m, k);
+    const int gemm = expected == V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_4_ROW_GROUPS;
+    const size_t need = gemm ? v8_qlr_gemm_scratch_bytes(m, k) : v8_qlr_gemv_scratch_bytes(k);
     V8_REQUIRE(need > 0 && scratch_bytes >= need, V8_ERR_BAD_DIMENSION);
     V8_REQUIRE(((uintptr_t)scratch & 3u) == 0, V8_ERR_BAD_DIMENSION);
     qr_job j;
@@ -435,11 +341,14 @@ static v8_status qr_linear(v8_threadpool *pool, int use_ref, int expected, int c
     j.k = k;
     j.nb = k / V8_QK_K;
     /* llama.cpp: the GEMM takes 4*floor(m/4) rows (only when m > 3), the GEMV the rest */
-    j.m4 = contract == V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_4_ROW_GROUPS ? m - m % 4 : 0;
+    j.m4 = gemm ? m - m % 4 : 0;
+    j.groups = j.m4 > 0 ? (v8_q8k_group *)((uint8_t *)scratch +
+                                           (size_t)m * (size_t)j.nb * sizeof(v8_block_q8_k))
+                        : NULL;
     j.row_bytes = (size_t)j.nb * sizeof(v8_block_q4_k);
     j.n_row_tiles = (n + QR_ROWS - 1) / QR_ROWS;
     j.n_tok_tiles = (m + QR_TOKS - 1) / QR_TOKS;
-    qr_task_ctx c = {&j, qr_tile_for(use_ref)};
+    qr_task_ctx c = {&j, qr_variant_for(use_ref)};
     if (use_ref) {
         (void)v8_quantize_q8_k(x, j.a, m, k);
         for (int64_t t = 0; t < m; ++t) {
