@@ -127,15 +127,6 @@ static void qt_decode_one(qt_format fmt, const uint8_t *blk, uint8_t q[V8_QK_K],
     *dmin = v8_f16_to_f32(dmin16);
 }
 
-static void qt_decode_rows(qt_format fmt, const uint8_t *w, size_t row_bytes, int64_t b,
-                           int nrows, qt_wtile *t) {
-    const size_t bb = qt_block_bytes(fmt);
-    for (int r = 0; r < nrows; ++r) {
-        qt_decode_one(fmt, w + (size_t)r * row_bytes + (size_t)b * bb, t->q[r], t->sc[r],
-                      t->mn[r], &t->d[r], &t->dmin[r]);
-    }
-}
-
 /* ---- scalar oracle -------------------------------------------------------- */
 
 static float qt_dot_ref(qt_format fmt, const uint8_t *wrow, const v8_block_q8_k *a, int64_t nb) {
