@@ -255,7 +255,9 @@ static inline __attribute__((always_inline)) void f16_tile_avx512(const lh_args 
                                                                   int64_t m0, const int rn) {
     const int64_t k = a->k;
     __m512 acc[4][LH_TILE_TOKENS];
+    #pragma GCC unroll 8
     for (int i = 0; i < 4; ++i) {
+        #pragma GCC unroll 8
         for (int j = 0; j < LH_TILE_TOKENS; ++j) {
             acc[i][j] = _mm512_setzero_ps();
         }
@@ -264,17 +266,22 @@ static inline __attribute__((always_inline)) void f16_tile_avx512(const lh_args 
     const float *x = a->x + m0 * k;
     for (int64_t l = 0; l < k; l += LH_LANES) {
         __m512 wv[4];
+        #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
             wv[i] = w16_f16(w + i * k + l);
         }
+        #pragma GCC unroll 8
         for (int j = 0; j < rn; ++j) {
             const __m512 xv = x16_f16(x + j * k + l);
+            #pragma GCC unroll 8
             for (int i = 0; i < 4; ++i) {
                 acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
             }
         }
     }
+    #pragma GCC unroll 8
     for (int j = 0; j < rn; ++j) {
+        #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
             put(a, m0 + j, n0 + i, tree16_avx512(acc[i][j]));
         }
@@ -365,7 +372,9 @@ static inline __attribute__((always_inline)) void bf16_tile_avx512(const lh_args
                                                                    int64_t m0, const int rn) {
     const int64_t k = a->k;
     __m512 acc[4][LH_TILE_TOKENS];
+    #pragma GCC unroll 8
     for (int i = 0; i < 4; ++i) {
+        #pragma GCC unroll 8
         for (int j = 0; j < LH_TILE_TOKENS; ++j) {
             acc[i][j] = _mm512_setzero_ps();
         }
@@ -374,17 +383,22 @@ static inline __attribute__((always_inline)) void bf16_tile_avx512(const lh_args
     const float *x = a->x + m0 * k;
     for (int64_t l = 0; l < k; l += 32) {
         __m512bh wv[4];
+        #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
             wv[i] = w32_bf16(w + i * k + l);
         }
+        #pragma GCC unroll 8
         for (int j = 0; j < rn; ++j) {
             const __m512bh xv = x32_bf16(x + j * k + l);
+            #pragma GCC unroll 8
             for (int i = 0; i < 4; ++i) {
                 acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv[i], xv);
             }
         }
     }
+    #pragma GCC unroll 8
     for (int j = 0; j < rn; ++j) {
+        #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
             put(a, m0 + j, n0 + i, tree16_bf(acc[i][j]));
         }
@@ -542,7 +556,9 @@ static inline __attribute__((always_inline)) void tile_avx2(const lh_args *a, in
     const float *x = a->x + m0 * k;
     if (a->bf16) {
         for (int64_t l = 0; l < k; l += 32) {
+            #pragma GCC unroll 8
             for (int j = 0; j < rn; ++j) {
+                #pragma GCC unroll 8
                 for (int i = 0; i < 2; ++i) {
                     acc[i][j] = bf16_dp16(acc[i][j], w + i * k + l, x + j * k + l);
                 }
@@ -550,14 +566,18 @@ static inline __attribute__((always_inline)) void tile_avx2(const lh_args *a, in
         }
     } else {
         for (int64_t l = 0; l < k; l += LH_LANES) {
+            #pragma GCC unroll 8
             for (int j = 0; j < rn; ++j) {
+                #pragma GCC unroll 8
                 for (int i = 0; i < 2; ++i) {
                     acc[i][j] = f16_fma16(w + i * k + l, x + j * k + l, acc[i][j]);
                 }
             }
         }
     }
+    #pragma GCC unroll 8
     for (int j = 0; j < rn; ++j) {
+        #pragma GCC unroll 8
         for (int i = 0; i < 2; ++i) {
             put(a, m0 + j, n0 + i, tree16_avx2(acc[i][j]));
         }
@@ -652,7 +672,9 @@ static inline __attribute__((always_inline)) void tile8_avx2(const lh_args *a, i
                                                              const int bf16) {
     const int64_t k = a->k;
     __m256 acc[4][3];
+    #pragma GCC unroll 8
     for (int i = 0; i < 4; ++i) {
+        #pragma GCC unroll 8
         for (int j = 0; j < 3; ++j) {
             acc[i][j] = _mm256_setzero_ps();
         }
@@ -661,17 +683,22 @@ static inline __attribute__((always_inline)) void tile8_avx2(const lh_args *a, i
     const float *x = a->x + m0 * k;
     for (int64_t l = 0; l < k; l += LH_LANES8) {
         __m256 wv[4];
+        #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
             wv[i] = w8_at(w + i * k + l, bf16);
         }
+        #pragma GCC unroll 8
         for (int j = 0; j < rn; ++j) {
             const __m256 xv = x8_at(x + j * k + l, bf16);
+            #pragma GCC unroll 8
             for (int i = 0; i < 4; ++i) {
                 acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
             }
         }
     }
+    #pragma GCC unroll 8
     for (int j = 0; j < rn; ++j) {
+        #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
             put(a, m0 + j, n0 + i, halving8_avx2(acc[i][j]));
         }
