@@ -19,7 +19,7 @@
 #include "quant_repacked/v8_quant_repacked.h"
 
 #define QR_ROWS 16      /* weight rows per tile (AVX-512: one vector; AVX2: two) */
-#define QR_TOKS 16      /* tokens per tile */
+#define QR_TOKS 64      /* tokens per tile (a multiple of the 16-token group) */
 #define QR_QUANT_ROWS V8_Q8K_GROUP /* activation rows per quantization task: one group */
 
 typedef struct {
@@ -162,6 +162,7 @@ static inline __m512i qr_chunk_dot_avx512(__m512i codes, const int8_t *a, __m512
 
 #include "quant_repacked/qr_kernels.inc"
 
+#define QRT_SCALES_MINS qr_scales_mins_int_avx512
 #define V8_TL_AVX512
 #include "quant/token_lane_simd.h"
 #include "quant_repacked/qr_token_kernels.inc"
@@ -185,6 +186,7 @@ static inline __m512i qr_chunk_dot_avx512(__m512i codes, const int8_t *a, __m512
 #include "quant/token_lane_simd.h"
 #include "quant_repacked/qr_token_kernels.inc"
 #undef QR_FN
+#undef QRT_SCALES_MINS
 #pragma GCC pop_options
 
 typedef struct {
@@ -225,6 +227,8 @@ static inline __m256i qr_chunk_dot_avx2(qr_pair256 codes, const int8_t *a, qr_pa
 
 
 #include "quant_repacked/qr_kernels.inc"
+#undef QRT_SCALES_MINS
+#define QRT_SCALES_MINS qr_scales_mins_int_avx2
 #define V8_TL_AVX2
 #include "quant/token_lane_simd.h"
 #include "quant_repacked/qr_token_kernels.inc"
