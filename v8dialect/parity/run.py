@@ -122,7 +122,7 @@ class EmbeddingTable:
     def __init__(self, model: Path) -> None:
         from v8dialect.model_session import read_tensors
 
-        table = read_tensors(model).get("token_embd.weight")
+        table = read_tensors(model, {"token_embd.weight"}).get("token_embd.weight")
         if table is None or table.dtype != np.float32:
             raise ValueError(f"{model}: position streams need an fp32 token_embd.weight")
         self.table = table
