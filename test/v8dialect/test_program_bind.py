@@ -1,0 +1,60 @@
+"""Program.run binds each input's memory once per array: reused while the caller passes the
+same array (so in-place updates are seen), rebound for a new one, never kept for a copy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from v8dialect.contract_ir import to_attr
+from v8dialect.contracts import load_registry
+from v8dialect.program import Program, build
+
+F32 = np.float32
+N = 37
+
+
+@pytest.fixture(scope="module")
+def program() -> Program:
+    registry = load_registry()
+    found = registry.get("residual_add_fp32")
+    assert found is not None
+    t = f"tensor<1x{N}xf32>"
+    text = (f"func.func @add(%a: {t}, %b: {t}) -> {t} {{\n"
+            f"  %y = v8.residual_add \"op\" decode %a, %b contract {to_attr(found, registry)}"
+            f" : ({t}, {t}) -> {t}\n  func.return %y : {t}\n}}\n")
+    return build(text, name="v8_bind")
+
+
+def add(program: Program, a: Any, b: Any) -> Any:
+    (y,) = program.run("add", a=a, b=b)
+    return y
+
+
+def test_the_same_array_is_read_afresh_after_an_in_place_update(program: Program) -> None:
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((2, 1, N)).astype(F32)
+    assert np.array_equal(add(program, a, b), a + b)
+    a *= F32(3)                                   # same object, new values
+    b[0, 0] = F32(100)
+    assert np.array_equal(add(program, a, b), a + b)
+
+
+def test_a_new_array_is_bound_anew(program: Program) -> None:
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((2, 1, N)).astype(F32)
+    assert np.array_equal(add(program, a, b), a + b)
+    c = (a + F32(1)).astype(F32)
+    assert np.array_equal(add(program, c, b), c + b)
+
+
+def test_a_strided_view_is_copied_each_call_and_never_kept(program: Program) -> None:
+    rng = np.random.default_rng(7)
+    wide = rng.standard_normal((1, 2 * N)).astype(F32)
+    a, b = wide[:, ::2], rng.standard_normal((1, N)).astype(F32)
+    assert not a.flags.c_contiguous
+    assert np.array_equal(add(program, a, b), a + b)
+    wide[:, ::2] += F32(5)                        # the view's values change; the copy must too
+    assert np.array_equal(add(program, a, b), a + b)
