@@ -34,6 +34,9 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+# This checkout's compiler, not whichever one is installed (.pyright/v8passes is passes/).
+PYTHONPATH = [str(ROOT), str(ROOT / ".pyright")]
+sys.path[:0] = PYTHONPATH
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "test" / "e2e"))
 
@@ -107,7 +110,7 @@ def measured(fn: Callable[[], object]) -> float:
 
 def command(module: str, *args: str) -> Callable[[], object]:
     """One run of a v8 command (as its console script runs it) in a process of its own."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [*PYTHONPATH, os.environ.get("PYTHONPATH")]))}
     argv = [sys.executable, "-c", f"import sys; from {module} import main; sys.exit(main())", *args]
     return lambda: subprocess.run(argv, check=True, env=env)
 
@@ -140,7 +143,7 @@ def c_build(graph: Path, cache: Path, fresh: bool) -> float:
     return spent[0]
 
 
-def one_size(work: Path, layers: int, repeat: int) -> dict[str, float]:
+def one_size(work: Path, layers: int, repeat: int, with_c: bool) -> dict[str, float]:
     gguf_path = work / f"qwen3_{layers}.gguf"
     if not gguf_path.exists():
         write_model(gguf_path, layers)
@@ -151,9 +154,11 @@ def one_size(work: Path, layers: int, repeat: int) -> dict[str, float]:
     row = {"layers": layers,
            "v8_build": min(measured(build) for _ in range(repeat)),
            "v8_opt": min(measured(opt) for _ in range(repeat)),
-           "cold_c": min(c_build(graph, cache, fresh=True) for _ in range(repeat)),
-           "warm_c": min(c_build(graph, cache, fresh=False) for _ in range(repeat)),
+           "cold_c": float("nan"), "warm_c": float("nan"),
            "graph_kb": graph.stat().st_size / 1024, "c_kb": c_out.stat().st_size / 1024}
+    if with_c:
+        row["cold_c"] = min(c_build(graph, cache, fresh=True) for _ in range(repeat))
+        row["warm_c"] = min(c_build(graph, cache, fresh=False) for _ in range(repeat))
     return row
 
 
@@ -163,6 +168,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--keep", type=Path, default=None, help="work folder to keep (GGUFs, IR, C)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--no-c", action="store_true", help="only v8-build and v8-opt")
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="v8_compile_path_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -171,7 +177,7 @@ def main() -> None:
           f"{'IR KB':>8} {'C KB':>8}   (CPU-s)", flush=True)
     try:
         for layers in (int(n) for n in args.layers.split(",")):
-            r = one_size(work, layers, args.repeat)
+            r = one_size(work, layers, args.repeat, not args.no_c)
             rows.append(r)
             print(f"{layers:>6} {r['v8_build']:>9.2f} {r['v8_opt']:>8.2f} {r['cold_c']:>8.2f} "
                   f"{r['warm_c']:>8.2f} {r['graph_kb']:>8.0f} {r['c_kb']:>8.0f}", flush=True)
