@@ -110,7 +110,8 @@ def measured(fn: Callable[[], object]) -> float:
 
 def command(module: str, *args: str) -> Callable[[], object]:
     """One run of a v8 command (as its console script runs it) in a process of its own."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [*PYTHONPATH, os.environ.get("PYTHONPATH")]))}
+    path = os.pathsep.join(filter(None, [*PYTHONPATH, os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
     argv = [sys.executable, "-c", f"import sys; from {module} import main; sys.exit(main())", *args]
     return lambda: subprocess.run(argv, check=True, env=env)
 
