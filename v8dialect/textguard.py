@@ -14,10 +14,19 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc, UnregisteredAttr
+from xdsl.dialects.builtin import (
+    FileLineColLoc,
+    IntAttr,
+    LocationAttr,
+    ModuleOp,
+    StringAttr,
+    UnknownLoc,
+    UnregisteredAttr,
+)
 from xdsl.ir import Data, Operation, ParametrizedAttribute, TypeAttribute
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError
@@ -57,15 +66,16 @@ def check_string_literals(text: str, name: str) -> None:
 
 
 DialectAttribute = UnregisteredAttr | ParametrizedAttribute | Data[Any]
+T = TypeVar("T")
 
 # Text that cannot open, close or quote anything inside a dialect attribute body.
 _PLAIN = re.compile(r'[^<>()\[\]{}"-]+')
 _CLOSERS = {">": "<", ")": "(", "]": "[", "}": "{"}
 
 
-def balanced_end(text: str, pos: int) -> int | None:
-    """The position just after the `>` that closes the `<` before `pos`, or None when the
-    body is not plainly balanced (the parser then reports whatever is wrong)."""
+def balanced_end(text: str, pos: int, close: str = ">") -> int | None:
+    """The position just after the `close` that closes the bracket before `pos`, or None
+    when the body is not plainly balanced (the parser then reports whatever is wrong)."""
     nesting: list[str] = []
     while pos < len(text):
         if (plain := _PLAIN.match(text, pos)) is not None:
@@ -84,7 +94,7 @@ def balanced_end(text: str, pos: int) -> int | None:
         elif c in "<([{":
             nesting.append(c)
         elif not nesting:
-            return pos if c == ">" else None
+            return pos if c == close else None
         elif nesting.pop() != _CLOSERS[c]:
             return None
     return None
@@ -115,8 +125,9 @@ class LocatingParser(Parser):
         # Dialect attributes by their exact text: a model repeats the same contract, execution
         # and resolution attributes on every layer, and parsing one costs more than finding its
         # end.  Equal text always parses to the equal (immutable) attribute.
-        self._attributes: dict[tuple[str, bool, str], DialectAttribute] = {}
+        self._attributes: dict[tuple[str, bool], dict[str, DialectAttribute]] = {}
         self._types: dict[str, TypeAttribute] = {}
+        self._locations: dict[str, LocationAttr] = {}
         self._file_name: StringAttr | None = None
 
     def _line_and_column(self, span: Span[str]) -> tuple[int, int]:
@@ -136,43 +147,57 @@ class LocatingParser(Parser):
             op.location = FileLineColLoc(self._file_name, IntAttr(line + self.line_offset), IntAttr(col))
         return op
 
-    def _parse_optional_builtin_parametrized_type(self) -> TypeAttribute | None:
-        # The same tensor types recur on every layer: reuse a type parsed from the same text.
-        token = self._current_token
-        text = token.span.input.content
-        if token.kind != MLIRTokenKind.BARE_IDENT or not text.startswith("<", token.span.end):
-            return super()._parse_optional_builtin_parametrized_type()
-        end = balanced_end(text, token.span.end + 1)
-        key = text[token.span.start:end] if end is not None else None
-        if key is not None and (known := self._types.get(key)) is not None:
-            self.lexer.pos = end  # type: ignore[assignment]
+    def _reuse(self, cache: dict[str, T], body: int, close: str, parse: Callable[[], T | None]) -> T | None:
+        """What `parse` returns for the construct at the current token, whose bracketed body
+        starts at `body`: taken from `cache` when the same text was parsed before (the lexer
+        then resumes after it), else parsed and kept."""
+        start, text = self._current_token.span.start, self.lexer.input.content
+        end = balanced_end(text, body, close)
+        key = text[start:end] if end is not None else None
+        if key is not None and end is not None and (known := cache.get(key)) is not None:
+            self.lexer.pos = end
             self._parser_state.current_token = self.lexer.lex()
             return known
-        found = super()._parse_optional_builtin_parametrized_type()
+        found = parse()
+        # Kept only when the parse ended exactly where the scan did.
         if key is not None and found is not None and not text[end:self._current_token.span.start].strip():
-            self._types[key] = found
+            cache[key] = found
         return found
+
+    def _opens(self, text: str, bracket: str) -> int | None:
+        """Where the body starts when `bracket` directly follows the current token."""
+        span = self._current_token.span
+        return span.end + 1 if text.startswith(bracket, span.end) else None
+
+    def parse_optional_location(self) -> LocationAttr | None:
+        # Every op of a layer repeats its circuit node's `loc(...)`.
+        body = self._opens(self.lexer.input.content, "(") if self._current_token.text == "loc" else None
+        if body is None:
+            return super().parse_optional_location()
+        return self._reuse(self._locations, body, ")", super().parse_optional_location)
+
+    def _parse_optional_builtin_parametrized_type(self) -> TypeAttribute | None:
+        # The same tensor types recur on every layer.
+        is_ident = self._current_token.kind == MLIRTokenKind.BARE_IDENT
+        body = self._opens(self.lexer.input.content, "<") if is_ident else None
+        if body is None:
+            return super()._parse_optional_builtin_parametrized_type()
+        return self._reuse(self._types, body, ">", super()._parse_optional_builtin_parametrized_type)
 
     def _parse_dialect_type_or_attribute_body(
         self, attr_name: str, is_type: bool, is_opaque: bool, starting_opaque_pos: Position | None
     ) -> DialectAttribute:
+        # Contract, execution and resolution attributes recur on every layer.
+        def parse() -> DialectAttribute:
+            return super(LocatingParser, self)._parse_dialect_type_or_attribute_body(
+                attr_name, is_type, is_opaque, starting_opaque_pos)
+
         token = self._current_token
         if "." not in attr_name or is_opaque or token.kind != MLIRTokenKind.LESS:
-            return super()._parse_dialect_type_or_attribute_body(
-                attr_name, is_type, is_opaque, starting_opaque_pos)
-        text = token.span.input.content
-        end = balanced_end(text, token.span.end)
-        key = (attr_name, is_type, text[token.span.start:end]) if end is not None else None
-        if key is not None and (known := self._attributes.get(key)) is not None:
-            self.lexer.pos = end  # type: ignore[assignment]
-            self._parser_state.current_token = self.lexer.lex()
-            return known
-        attr = super()._parse_dialect_type_or_attribute_body(
-            attr_name, is_type, is_opaque, starting_opaque_pos)
-        # Kept only when the parse ended exactly where the scan did.
-        if key is not None and not text[end:self._current_token.span.start].strip():
-            self._attributes[key] = attr
-        return attr
+            return parse()
+        found = self._reuse(self._attributes.setdefault((attr_name, is_type), {}), token.span.end, ">", parse)
+        assert found is not None  # parse() returns an attribute or raises
+        return found
 
 
 def parse_module_text(ctx: Context, text: str | bytes, name: str = "<string>") -> ModuleOp:
