@@ -230,7 +230,7 @@ class GgufHeader:
     """The metadata and tensor infos of a little-endian GGUF file, and nothing else.
 
     gguf.GGUFReader maps the tensor data and builds numpy views of every header part (a
-    Qwen3 vocabulary alone is ~100k of them), which cost seconds per v8-build; this reads
+    vocabulary of 32k tokens alone is ~100k of them), which cost seconds per v8-build; this reads
     the header with struct and checks what GGUFReader checks (version, duplicate keys and
     tensors, known tensor types, alignment, tensor data inside the file)."""
 
