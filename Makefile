@@ -86,6 +86,7 @@ bench:
 	$(PYTHON) bench/quant_vs_ggml.py
 	$(PYTHON) bench/attention_vs_ggml.py
 	$(PYTHON) bench/model_vs_llamacpp.py
+	$(PYTHON) bench/compile_path.py
 
 # The runtime_c numerics with every extension built under AddressSanitizer and UBSan
 # (V8_SANITIZE is part of the build cache key).  cffi loads the extensions into a plain

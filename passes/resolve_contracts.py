@@ -16,8 +16,8 @@ gaps are recorded as ``blockers`` on the resolved attribute.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
@@ -57,6 +57,11 @@ class Requirement:
         return Requirement(op.KERNEL_OP, op.phase_name, op.required_contract.id,
                            dict(op.dtypes()), dict(op.layout()))
 
+    def key(self) -> Hashable:
+        """Equal for requirements every map matches alike (the dicts' order is not significant)."""
+        return (self.op, self.phase, self.contract, frozenset(self.dtypes.items()),
+                frozenset(self.layout.items()))
+
     def describe(self) -> str:
         dtypes = ", ".join(f"{k}={v}" for k, v in self.dtypes.items())
         layout = ", ".join(f"{k}={v}" for k, v in self.layout.items())
@@ -66,6 +71,13 @@ class Requirement:
 
 def mismatches(op: GraphOp, need: Requirement, kmap: KernelMap) -> list[str]:
     """Every field in which kmap fails to provide what op needs, as 'field: need vs map'."""
+    found = requirement_mismatches(need, kmap)
+    found += [f"constraint: {p}" for p in op.constraint_problems(kmap.constraints)]
+    return found + execution_mismatches(execution_words(op), kmap)
+
+
+def requirement_mismatches(need: Requirement, kmap: KernelMap) -> list[str]:
+    """The fields of the requirement alone (not the op's shapes) that kmap does not provide."""
     found: list[str] = []
     if kmap.op != need.op:
         found.append(f"op: {need.op} vs {kmap.op}")
@@ -77,14 +89,26 @@ def mismatches(op: GraphOp, need: Requirement, kmap: KernelMap) -> list[str]:
         for role, value in wanted.items():
             if offered.get(role) != value:
                 found.append(f"{kind}.{role}: {value} vs {offered.get(role, 'absent')}")
-    found += [f"constraint: {p}" for p in op.constraint_problems(kmap.constraints)]
-    if op.execution is not None:
-        runtime, partition = op.execution.word("runtime"), op.execution.word("partition")
-        if runtime != kmap.runtime:
-            found.append(f"execution.runtime: {runtime} vs {kmap.runtime}")
-        if partition not in (p.kind for p in kmap.work_partitions):
-            offered_kinds = "/".join(p.kind for p in kmap.work_partitions)
-            found.append(f"execution.partition: {partition} vs {offered_kinds}")
+    return found
+
+
+def execution_words(op: GraphOp) -> tuple[str, str] | None:
+    """(runtime, partition) of the op's execution requirement, if it states one."""
+    if op.execution is None:
+        return None
+    return op.execution.word("runtime"), op.execution.word("partition")
+
+
+def execution_mismatches(execution: tuple[str, str] | None, kmap: KernelMap) -> list[str]:
+    if execution is None:
+        return []
+    found: list[str] = []
+    runtime, partition = execution
+    if runtime != kmap.runtime:
+        found.append(f"execution.runtime: {runtime} vs {kmap.runtime}")
+    if partition not in (p.kind for p in kmap.work_partitions):
+        offered_kinds = "/".join(p.kind for p in kmap.work_partitions)
+        found.append(f"execution.partition: {partition} vs {offered_kinds}")
     return found
 
 
@@ -93,13 +117,31 @@ class Resolver:
     registry: ContractRegistry
     maps: KernelMapSet
     production: bool
+    # A model repeats a few requirements over many ops (every layer's q projection asks the
+    # same), so the maps are matched once per distinct requirement; only the op's shape
+    # constraints are checked per op, against the maps that passed.
+    _candidates: dict[Hashable, list[KernelMap]] = field(default_factory=dict[Hashable, list[KernelMap]],
+                                                         init=False, repr=False, compare=False)
+    _contracts: dict[Hashable, Contract | str] = field(default_factory=dict[Hashable, Contract | str],
+                                                       init=False, repr=False, compare=False)
+
+    def candidates(self, need: Requirement, execution: tuple[str, str] | None) -> list[KernelMap]:
+        """The maps that provide need and execution, shape constraints aside."""
+        key = (need.key(), execution)
+        found = self._candidates.get(key)
+        if found is None:
+            found = [m for m in self.maps.maps
+                     if not requirement_mismatches(need, m) and not execution_mismatches(execution, m)]
+            self._candidates[key] = found
+        return found
 
     def resolve(self, op: GraphOp) -> ResolvedAttr:
         contract = self.checked_contract(op)
         need = Requirement.of(op)
-        scored = [(mismatches(op, need, m), m) for m in self.maps.maps]
-        matches = [m for diffs, m in scored if not diffs]
+        matches = [m for m in self.candidates(need, execution_words(op))
+                   if not op.constraint_problems(m.constraints)]
         if not matches:
+            scored = [(mismatches(op, need, m), m) for m in self.maps.maps]
             raise ResolutionError(unsupported_message(need, scored))
         if len(matches) > 1:
             listed = "; ".join(f"'{m.id}' ({m.source})" for m in matches)
@@ -111,6 +153,20 @@ class Resolver:
         return resolved_attr(kmap, contract, choose_partition(op, kmap), blockers)
 
     def checked_contract(self, op: GraphOp) -> Contract:
+        """The registry's contract for the op's, checked once per distinct contract attribute."""
+        attr = op.required_contract
+        key = (attr, op.KERNEL_OP, op.name)
+        if key not in self._contracts:
+            try:
+                self._contracts[key] = self._checked_contract(op)
+            except ResolutionError as e:
+                self._contracts[key] = str(e)
+        found = self._contracts[key]
+        if isinstance(found, str):
+            raise ResolutionError(found)
+        return found
+
+    def _checked_contract(self, op: GraphOp) -> Contract:
         attr = op.required_contract
         contract = self.registry.get(attr.id)
         if contract is None:

@@ -24,6 +24,7 @@ import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from io import StringIO
 from pathlib import Path
 from typing import IO
 
@@ -1013,8 +1014,42 @@ def _value_attr(value: ManifestValue) -> Attribute:
             return ArrayAttr([IntegerAttr(v, 64) for v in value])
 
 
+class ReusingPrinter(Printer):
+    """xDSL's printer, printing each distinct attribute once: a model repeats the same
+    contracts, types and locations on every layer, and the printer writes them a character
+    at a time.  The text is the printer's own, so the output is byte for byte the same:
+    equal xDSL attributes print alike (FloatData compares bits, so 0.0 and -0.0 differ)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__(stream=stream, print_debuginfo=True)
+        self._texts: dict[Attribute, str] = {}
+
+    def print_attribute(self, attribute: Attribute) -> None:
+        text = self._texts.get(attribute)
+        if text is None:
+            text = self._printed(attribute)
+            if text is None:
+                return  # printed across lines, straight to the stream
+            self._texts[attribute] = text
+        self.print_string(text)
+
+    def _printed(self, attribute: Attribute) -> str | None:
+        """The attribute's text, when it is one line (indentation then plays no part)."""
+        stream, column = self.stream, self._current_column
+        self.stream = StringIO()
+        try:
+            super().print_attribute(attribute)
+            text = self.stream.getvalue()
+        finally:
+            self.stream, self._current_column = stream, column
+        if "\n" in text:
+            super().print_attribute(attribute)
+            return None
+        return text
+
+
 def print_module(module: ModuleOp, stream: IO[str]) -> None:
-    Printer(stream=stream, print_debuginfo=True).print_op(module)
+    ReusingPrinter(stream).print_op(module)
     stream.write("\n")
 
 

@@ -10,7 +10,9 @@ no prototype or enum value is ever copied by hand.  Parses are cached per header
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
+import pickle
 import re
 import subprocess
 import tempfile
@@ -20,6 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pycparser  # pyright: ignore[reportMissingTypeStubs]
 from pycparser import c_ast, c_parser  # pyright: ignore[reportMissingTypeStubs]
 
 from v8dialect.paths import runtime_c_dir, runtime_include_dir
@@ -282,14 +285,63 @@ def read_ast(ast: c_ast.FileAST) -> CAbi:
     return CAbi(functions, tuple(enums), tuple(items))
 
 
+# Part of the on-disk cache key: bump it whenever read_ast or the CAbi classes change.
+PARSE_FORMAT = 1
+# Where the stand-in libc sits in a preprocessed text; its folder differs in every process.
+_LIBC_MARK = "<v8-fake-libc>"
+
+
 @cache
 def _parse_cached(headers: tuple[Path, ...], include_dirs: tuple[Path, ...]) -> CAbi:
     text = preprocess(headers, include_dirs)
+    stored = _stored_parse(text)
+    cached = _load_parse(stored)
+    if cached is not None:
+        return cached
     try:
         ast = c_parser.CParser().parse(text, filename="<headers>")
     except c_parser.ParseError as e:
         raise CAbiError(f"cannot parse {', '.join(map(str, headers))}: {e}") from e
-    return read_ast(ast)
+    abi = read_ast(ast)
+    _save_parse(stored, abi)
+    return abi
+
+
+def forget_parses() -> None:
+    """Drop this process's parses (keyed by header paths), for a caller that edits headers;
+    the on-disk cache is keyed by content and needs no such care."""
+    _parse_cached.cache_clear()
+
+
+def _stored_parse(text: str) -> Path:
+    """The cache file of a header set's parse.  pycparser costs far more than gcc -E, so the
+    key is the preprocessed text itself (every header byte it includes, with the line
+    markers), with this reader's format and pycparser's version; never a file time."""
+    from v8dialect.cbuild import cache_root
+
+    h = hashlib.sha256(f"{PARSE_FORMAT}\0{pycparser.__version__}\0".encode())
+    h.update(text.replace(str(_fake_libc_dir()), _LIBC_MARK).encode())
+    return cache_root() / "c_abi" / f"{h.hexdigest()[:32]}.pickle"
+
+
+def _load_parse(path: Path) -> CAbi | None:
+    try:
+        with path.open("rb") as f:
+            abi = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
+        return None  # absent or unreadable: parse again
+    return abi if isinstance(abi, CAbi) else None
+
+
+def _save_parse(path: Path, abi: CAbi) -> None:
+    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with staging.open("wb") as f:
+            pickle.dump(abi, f)
+        os.replace(staging, path)  # published whole
+    except OSError:
+        staging.unlink(missing_ok=True)  # a read-only cache only costs the next parse
 
 
 def _dirs(include_dirs: Sequence[Path]) -> tuple[Path, ...]:

@@ -18,6 +18,7 @@ this machine's compiler makes of the same loop nests (`native_loop_vectors`).
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import platform
 import shutil
@@ -182,12 +183,51 @@ def native_loop_vectors() -> str:
 
 
 def probe_loop_vectors(flags: tuple[str, ...]) -> str:
-    """The `ggml_loop_vectors` form this machine's C++ compiler gives ggml's loops under flags."""
+    """The `ggml_loop_vectors` form this machine's C++ compiler gives ggml's loops under flags.
+
+    Compiling the probe costs most of a small v8-build, so a known form is kept on disk,
+    keyed by everything the answer depends on (see `_probe_record`)."""
     compiler = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
-    choices = ", ".join(LOOP_VECTORS)
     if compiler is None:
         raise HostError(f"ggml_loop_vectors = native: no C++ compiler to probe; set "
-                        f"ggml_loop_vectors to one of {choices}")
+                        f"ggml_loop_vectors to one of {', '.join(LOOP_VECTORS)}")
+    record = _probe_record(compiler, flags)
+    try:
+        known = record.read_text().strip()
+    except OSError:
+        known = ""
+    if known in LOOP_VECTORS:
+        return known
+    form = _run_loop_probe(compiler, flags)
+    _keep(record, form)
+    return form
+
+
+def _probe_record(compiler: str, flags: tuple[str, ...]) -> Path:
+    """The cache file of one probe: the compiler (its resolved path and the driver's bytes,
+    never a file time), the flags, the probe's source and the CPU (-march=native)."""
+    from v8dialect.cbuild import cache_root
+
+    h = hashlib.sha256()
+    for part in (os.path.realpath(compiler), *flags, _LOOP_PROBE, cpu_model(), " ".join(sorted(cpu_flags()))):
+        h.update(part.encode())
+        h.update(b"\0")
+    h.update(Path(compiler).read_bytes())
+    return cache_root() / "host" / f"loop_vectors-{h.hexdigest()[:32]}"
+
+
+def _keep(record: Path, form: str) -> None:
+    staging = record.with_name(f".{record.name}.{os.getpid()}.tmp")
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        staging.write_text(form + "\n")
+        os.replace(staging, record)  # published whole
+    except OSError:
+        staging.unlink(missing_ok=True)  # an unwritable cache only costs the next probe
+
+
+def _run_loop_probe(compiler: str, flags: tuple[str, ...]) -> str:
+    choices = ", ".join(LOOP_VECTORS)
     with tempfile.TemporaryDirectory() as folder:
         source, binary = Path(folder) / "loop_probe.cpp", Path(folder) / "loop_probe"
         source.write_text(_LOOP_PROBE)

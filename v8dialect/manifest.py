@@ -4,7 +4,7 @@ A manifest holds named values (``block_count``, ``head_count``, ``rope_freq_base
 and, when it comes from a GGUF file, the type and shape of every tensor.  Two
 sources are understood:
 
-- a GGUF file, read with ``gguf.GGUFReader``: value ``F`` is the metadata key
+- a GGUF file, its header read by ``GgufHeader``: value ``F`` is the metadata key
   ``<prefix>.<suffix of F>`` where the prefix is ``general.architecture`` (or
   the circuit's ``key_prefix``);
 - a config JSON (the ``config.json`` beside a checkpoint): value ``F`` is the
@@ -19,6 +19,10 @@ here knows a model family.
 from __future__ import annotations
 
 import json
+import math
+import mmap
+import os
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,13 +203,10 @@ def parse_override(text: str) -> tuple[str, ManifestValue]:
 
 def read_gguf(file: Path, key_prefix: str | None = None) -> Manifest:
     """The manifest of a GGUF file: metadata under the architecture's prefix and every tensor."""
-    from gguf import GGUFReader
-
     try:
-        reader = GGUFReader(file)
-    except (OSError, ValueError, KeyError, IndexError, MemoryError) as e:
+        raw, tensors = GgufHeader.read(file)
+    except (OSError, ValueError, KeyError, IndexError, MemoryError, OverflowError, struct.error) as e:
         raise ManifestError(f"{file}: not a readable GGUF file ({e})") from None
-    raw = {name: _field_value(reader, name) for name in reader.fields}
     architecture = raw.get("general.architecture")
     if not isinstance(architecture, str):
         raise ManifestError(f"{file}: GGUF metadata has no 'general.architecture'")
@@ -215,27 +216,114 @@ def read_gguf(file: Path, key_prefix: str | None = None) -> Manifest:
         key = f"{prefix}.{spec.gguf}" if spec.gguf else None
         if key is not None and key in raw:
             values[name] = convert(name, raw[key], f"{file}: {key}")
-    tensors = {t.name: _tensor_info(t) for t in reader.tensors}
     return Manifest("gguf", str(file), architecture, values, tensors, raw)
 
 
-def _field_value(reader: Any, name: str) -> Any:
-    from gguf import GGUFValueType
-
-    item = reader.fields[name]
-    if not item.types:
-        return None
-    if item.types[0] == GGUFValueType.ARRAY:
-        if len(item.types) > 1 and item.types[1] == GGUFValueType.STRING:
-            return [bytes(item.parts[i]).decode("utf-8", "replace") for i in item.data]
-        return [item.parts[i].tolist()[0] for i in item.data]
-    return item.contents()
+# GGUF value types: struct format of the scalars, 8 a string, 9 an array.
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_STRING, _ARRAY, _UINT32 = 8, 9, 4
+_VERSIONS = (2, 3)
+_DEFAULT_ALIGNMENT = 32
 
 
-def _tensor_info(tensor: Any) -> TensorInfo:
-    # GGUF lists dimensions innermost first (ne0 = columns); v8 shapes are row-major.
-    dims = tuple(int(d) for d in reversed(tensor.shape.tolist()))
-    return TensorInfo(tensor.tensor_type.name.lower(), dims)
+class GgufHeader:
+    """The metadata and tensor infos of a little-endian GGUF file, and nothing else.
+
+    gguf.GGUFReader maps the tensor data and builds numpy views of every header part (a
+    vocabulary of 32k tokens alone is ~100k of them), which cost seconds per v8-build; this reads
+    the header with struct and checks what GGUFReader checks (version, duplicate keys and
+    tensors, known tensor types, alignment, tensor data inside the file)."""
+
+    def __init__(self, data: mmap.mmap) -> None:
+        self.data = data
+        self.pos = 0
+
+    @staticmethod
+    def read(file: Path) -> tuple[dict[str, Any], dict[str, TensorInfo]]:
+        with file.open("rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            if size < 4:
+                raise ValueError("GGUF magic invalid")
+            with mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return GgufHeader(data).contents(size)
+
+    def take(self, fmt: str, count: int = 1) -> tuple[Any, ...]:
+        layout = f"<{count}{fmt}"
+        width = struct.calcsize(layout)
+        if count < 0 or self.pos + width > len(self.data):
+            raise ValueError(f"header ends inside a value at byte {self.pos}")
+        values = struct.unpack_from(layout, self.data, self.pos)
+        self.pos += width
+        return values
+
+    def string(self) -> str:
+        (n,) = self.take("Q")
+        if self.pos + n > len(self.data):
+            raise ValueError(f"string of {n} bytes at byte {self.pos} runs past the end")
+        text = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return text.decode("utf-8", "replace")
+
+    def value(self, kind: int) -> Any:
+        if kind == _STRING:
+            return self.string()
+        if kind == _ARRAY:
+            (item, count) = self.take("I") + self.take("Q")
+            if item in _SCALARS:
+                return list(self.take(_SCALARS[item], count))
+            if count > len(self.data) - self.pos:  # every element takes at least a byte
+                raise ValueError(f"array of {count} elements at byte {self.pos} runs past the end")
+            return [self.value(item) for _ in range(count)]
+        if kind not in _SCALARS:
+            raise ValueError(f"unknown GGUF value type {kind} at byte {self.pos}")
+        return self.take(_SCALARS[kind])[0]
+
+    def contents(self, size: int) -> tuple[dict[str, Any], dict[str, TensorInfo]]:
+        if self.take("I")[0] != 0x46554747:
+            raise ValueError("GGUF magic invalid")
+        (version,) = self.take("I")
+        if version not in _VERSIONS:
+            raise ValueError(f"file appears to be version {version}, not one of {_VERSIONS} (or big-endian)")
+        tensor_count, kv_count = self.take("Q", 2)
+        raw: dict[str, Any] = {"GGUF.version": version, "GGUF.tensor_count": tensor_count,
+                               "GGUF.kv_count": kv_count}
+        for _ in range(kv_count):
+            key = self.string()
+            if key in raw:
+                raise KeyError(f"duplicate key {key}")
+            (kind,) = self.take("I")
+            if key == "general.alignment" and kind != _UINT32:
+                raise ValueError("bad type for general.alignment field")
+            raw[key] = self.value(kind)
+        infos = [self.tensor_info() for _ in range(tensor_count)]
+        return raw, self.tensors(infos, raw.get("general.alignment", _DEFAULT_ALIGNMENT), size)
+
+    def tensor_info(self) -> tuple[str, tuple[int, ...], int, int]:
+        name = self.string()
+        (n_dims,) = self.take("I")
+        dims = self.take("Q", n_dims)
+        kind, offset = self.take("I") + self.take("Q")
+        return name, dims, kind, offset
+
+    def tensors(self, infos: Sequence[tuple[str, tuple[int, ...], int, int]], alignment: int,
+                size: int) -> dict[str, TensorInfo]:
+        from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+        if alignment <= 0 or alignment & (alignment - 1):
+            raise ValueError("invalid alignment: must be a non-zero power of two")
+        start = -(-self.pos // alignment) * alignment
+        found: dict[str, TensorInfo] = {}
+        for name, dims, kind, offset in infos:
+            if name in found:
+                raise ValueError(f"duplicated tensor with name {name}")
+            ggml_type = GGMLQuantizationType(kind)
+            block, type_size = GGML_QUANT_SIZES[ggml_type]
+            n_bytes = math.prod(dims) * type_size // block
+            if start + offset + n_bytes > size:
+                raise ValueError(f"tensor {name} runs past the end of the file")
+            # GGUF lists dimensions innermost first (ne0 = columns); v8 shapes are row-major.
+            found[name] = TensorInfo(ggml_type.name.lower(), tuple(reversed(dims)))
+        return found
 
 
 # ---- config JSON ----------------------------------------------------------------

@@ -14,13 +14,24 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import (
+    FileLineColLoc,
+    IntAttr,
+    LocationAttr,
+    ModuleOp,
+    StringAttr,
+    UnknownLoc,
+    UnregisteredAttr,
+)
+from xdsl.ir import Data, Operation, ParametrizedAttribute, TypeAttribute
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError
-from xdsl.utils.lexer import Input, Span
+from xdsl.utils.lexer import Input, Position, Span
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from v8dialect.diagnostics import V8Error, located
 
@@ -54,6 +65,41 @@ def check_string_literals(text: str, name: str) -> None:
         raise ParseError(span, message)
 
 
+DialectAttribute = UnregisteredAttr | ParametrizedAttribute | Data[Any]
+T = TypeVar("T")
+
+# Text that cannot open, close or quote anything inside a dialect attribute body.
+_PLAIN = re.compile(r'[^<>()\[\]{}"-]+')
+_CLOSERS = {">": "<", ")": "(", "]": "[", "}": "{"}
+
+
+def balanced_end(text: str, pos: int, close: str = ">") -> int | None:
+    """The position just after the `close` that closes the bracket before `pos`, or None
+    when the body is not plainly balanced (the parser then reports whatever is wrong)."""
+    nesting: list[str] = []
+    while pos < len(text):
+        if (plain := _PLAIN.match(text, pos)) is not None:
+            pos = plain.end()
+            continue
+        c = text[pos]
+        if c == '"':
+            literal = _STRING.match(text, pos)
+            if literal is None:
+                return None
+            pos = literal.end()
+            continue
+        pos += 1
+        if c == "-":
+            pos += text.startswith(">", pos)  # `->` closes nothing
+        elif c in "<([{":
+            nesting.append(c)
+        elif not nesting:
+            return pos if c == close else None
+        elif nesting.pop() != _CLOSERS[c]:
+            return None
+    return None
+
+
 def decode_source(data: bytes, name: str, line_offset: int = 0) -> str:
     """The UTF-8 text of an MLIR source, or a located error at its first invalid byte."""
     try:
@@ -76,6 +122,13 @@ class LocatingParser(Parser):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.line_offset = line_offset
         self._line_starts: list[int] | None = None
+        # Dialect attributes by their exact text: a model repeats the same contract, execution
+        # and resolution attributes on every layer, and parsing one costs more than finding its
+        # end.  Equal text always parses to the equal (immutable) attribute.
+        self._attributes: dict[tuple[str, bool], dict[str, DialectAttribute]] = {}
+        self._types: dict[str, TypeAttribute] = {}
+        self._locations: dict[str, LocationAttr] = {}
+        self._file_name: StringAttr | None = None
 
     def _line_and_column(self, span: Span[str]) -> tuple[int, int]:
         if self._line_starts is None:
@@ -89,10 +142,62 @@ class LocatingParser(Parser):
         op = super().parse_operation()
         if isinstance(op.location, UnknownLoc):
             line, col = self._line_and_column(span)
-            op.location = FileLineColLoc(
-                StringAttr(span.input.name), IntAttr(line + self.line_offset), IntAttr(col)
-            )
+            if self._file_name is None:
+                self._file_name = StringAttr(span.input.name)
+            op.location = FileLineColLoc(self._file_name, IntAttr(line + self.line_offset), IntAttr(col))
         return op
+
+    def _reuse(self, cache: dict[str, T], body: int, close: str, parse: Callable[[], T | None]) -> T | None:
+        """What `parse` returns for the construct at the current token, whose bracketed body
+        starts at `body`: taken from `cache` when the same text was parsed before (the lexer
+        then resumes after it), else parsed and kept."""
+        start, text = self._current_token.span.start, self.lexer.input.content
+        end = balanced_end(text, body, close)
+        key = text[start:end] if end is not None else None
+        if key is not None and end is not None and (known := cache.get(key)) is not None:
+            self.lexer.pos = end
+            self._parser_state.current_token = self.lexer.lex()
+            return known
+        found = parse()
+        # Kept only when the parse ended exactly where the scan did.
+        if key is not None and found is not None and not text[end:self._current_token.span.start].strip():
+            cache[key] = found
+        return found
+
+    def _opens(self, text: str, bracket: str) -> int | None:
+        """Where the body starts when `bracket` directly follows the current token."""
+        span = self._current_token.span
+        return span.end + 1 if text.startswith(bracket, span.end) else None
+
+    def parse_optional_location(self) -> LocationAttr | None:
+        # Every op of a layer repeats its circuit node's `loc(...)`.
+        body = self._opens(self.lexer.input.content, "(") if self._current_token.text == "loc" else None
+        if body is None:
+            return super().parse_optional_location()
+        return self._reuse(self._locations, body, ")", super().parse_optional_location)
+
+    def _parse_optional_builtin_parametrized_type(self) -> TypeAttribute | None:
+        # The same tensor types recur on every layer.
+        is_ident = self._current_token.kind == MLIRTokenKind.BARE_IDENT
+        body = self._opens(self.lexer.input.content, "<") if is_ident else None
+        if body is None:
+            return super()._parse_optional_builtin_parametrized_type()
+        return self._reuse(self._types, body, ">", super()._parse_optional_builtin_parametrized_type)
+
+    def _parse_dialect_type_or_attribute_body(
+        self, attr_name: str, is_type: bool, is_opaque: bool, starting_opaque_pos: Position | None
+    ) -> DialectAttribute:
+        # Contract, execution and resolution attributes recur on every layer.
+        def parse() -> DialectAttribute:
+            return super(LocatingParser, self)._parse_dialect_type_or_attribute_body(
+                attr_name, is_type, is_opaque, starting_opaque_pos)
+
+        token = self._current_token
+        if "." not in attr_name or is_opaque or token.kind != MLIRTokenKind.LESS:
+            return parse()
+        found = self._reuse(self._attributes.setdefault((attr_name, is_type), {}), token.span.end, ">", parse)
+        assert found is not None  # parse() returns an attribute or raises
+        return found
 
 
 def parse_module_text(ctx: Context, text: str | bytes, name: str = "<string>") -> ModuleOp:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from v8dialect.host import (
@@ -42,10 +44,12 @@ def test_system_info_lines() -> None:
     (("-O3", "-march=sapphirerapids"), "min_4_lanes"),
     (("-O3", "-mavx2", "-mfma"), "min_4_lanes"),     # llama.cpp's AVX2 build
 ])
-def test_loop_vectors_probe_tells_the_compilers_tunings_apart(flags: tuple[str, ...],
-                                                              form: str) -> None:
+def test_loop_vectors_probe_tells_the_compilers_tunings_apart(flags: tuple[str, ...], form: str,
+                                                              tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """GCC 12's vectorizer decides SSM_CONV's taps and vec_dot's leftovers by its tuning: the
     probe must see both forms (facts of the compiler CI installs, Debian's GCC 12)."""
+    monkeypatch.setenv("V8_BUILD_CACHE", str(tmp_path))  # the probe itself runs, not a record
     assert probe_loop_vectors(flags) == form
 
 
@@ -56,3 +60,39 @@ def test_loop_vectors_probe_reports_a_compiler_failure() -> None:
 
 def test_native_loop_vectors_is_a_known_form() -> None:
     assert native_loop_vectors() in LOOP_VECTORS
+
+
+V4 = ("-O3", "-march=x86-64-v4")
+
+
+@pytest.fixture
+def wrapped_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """CXX is a script of this test's own in front of g++, and the cache is the test's."""
+    monkeypatch.setenv("V8_BUILD_CACHE", str(tmp_path / "cache"))
+    script = tmp_path / "cxx"
+    script.write_text('#!/bin/sh\nexec g++ "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("CXX", str(script))
+    return script
+
+
+def plant(cache: Path, form: str) -> None:
+    records = list((cache / "host").glob("loop_vectors-*"))
+    assert records
+    for record in records:
+        record.write_text(form + "\n")
+
+
+def test_a_probe_result_is_kept_and_a_changed_compiler_probes_again(tmp_path: Path,
+                                                                    wrapped_compiler: Path) -> None:
+    assert probe_loop_vectors(V4) == "min_8_lanes"
+    plant(tmp_path / "cache", "min_4_lanes")
+    assert probe_loop_vectors(V4) == "min_4_lanes"  # the record is what a second run reads
+    wrapped_compiler.write_text('#!/bin/sh\n# another compiler\nexec g++ "$@"\n')
+    assert probe_loop_vectors(V4) == "min_8_lanes"  # the stale record is not used
+
+
+def test_a_damaged_probe_record_probes_again(tmp_path: Path, wrapped_compiler: Path) -> None:
+    assert probe_loop_vectors(V4) == "min_8_lanes"
+    plant(tmp_path / "cache", "garbage")
+    assert probe_loop_vectors(V4) == "min_8_lanes"
