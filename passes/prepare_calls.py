@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from v8passes.v8_pass import V8Pass
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
@@ -30,7 +31,6 @@ from xdsl.dialects.builtin import (
     StringAttr,
 )
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 
 from v8dialect.abi_binding import BUFFER_ALIASES, BindingError, bind
 from v8dialect.contracts import load_registry
@@ -39,8 +39,6 @@ from v8dialect.jsondata import DataError
 from v8dialect.kernel_maps import KernelMapSet, load_kernel_maps
 from v8dialect.lowered import AllocOp, ArenaSliceOp, CallOp, CExprAttr, InlineOp, KernelOp, ViewOp
 from v8dialect.paths import option_paths
-from v8dialect.pinning import check_pinned
-from v8dialect.structure import check_structure
 from v8dialect.token_count import TokenCount, max_tokens
 
 ALIGNMENT = 64
@@ -233,7 +231,7 @@ class FunctionPreparation:
 
 
 @dataclass(frozen=True)
-class PrepareCalls(ModulePass):
+class PrepareCalls(V8Pass):
     """Plan each phase's arena and bind every kernel call to its C ABI."""
 
     name = "prepare-calls"
@@ -253,8 +251,6 @@ class PrepareCalls(ModulePass):
             raise data_error(e, "kernel map") from None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        check_structure(op, self.name)
-        check_pinned(op, self.name)
         maps = self.load_maps(op)
         headers: set[str] = set()
         sources: set[str] = set()
@@ -262,4 +258,3 @@ class PrepareCalls(ModulePass):
             FunctionPreparation(fn, maps, [], [], headers, sources).run()
         op.attributes[HEADERS_ATTR] = ArrayAttr([StringAttr(h) for h in sorted(headers)])
         op.attributes[SOURCES_ATTR] = ArrayAttr([StringAttr(s) for s in sorted(sources)])
-        check_pinned(op, self.name)

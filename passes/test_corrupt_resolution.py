@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from v8passes.v8_pass import Pinning, V8Pass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Operation
-from xdsl.passes import ModulePass
 
 from v8dialect.attributes import ResolvedAttr
 from v8dialect.diagnostics import V8Error, located
@@ -33,10 +33,14 @@ def rewritten(resolved: ResolvedAttr, field: str, value: str) -> ResolvedAttr:
 
 
 @dataclass(frozen=True)
-class TestCorruptResolution(ModulePass):
+class TestCorruptResolution(V8Pass):
     """Test only: rewrite one pinned fact of one node."""
 
     name = "test-corrupt-resolution"
+
+    # it changes a pinned fact on purpose: the stages after it must refuse the module
+    pinned_before = Pinning.UNCHECKED
+    pinned_after = Pinning.UNCHECKED
 
     node: str = ""
     field: str = "kernel"
