@@ -40,13 +40,24 @@ from xdsl.utils.target import Target
 
 from v8dialect.diagnostics import V8Error, located, op_error
 from v8dialect.ir_types import array_items, memref_type
-from v8dialect.lowered import ArenaSliceOp, CallOp, CExprAttr, InlineOp, ViewOp
+from v8dialect.lowered import (
+    ARENA_ATTR,
+    CHECKS_ATTR,
+    HEADERS_ATTR,
+    OUTPUTS_ATTR,
+    SCRATCH_ATTR,
+    WRITTEN_ATTR,
+    ArenaSliceOp,
+    CallOp,
+    CExprAttr,
+    InlineOp,
+    ViewOp,
+)
 from v8dialect.ops import dtype_name
 from v8dialect.pinning import check_pinned
 from v8dialect.token_count import RUNTIME_TOKENS, TokenCount, max_tokens
 
 STAGE = "emit-c"
-HEADERS_ATTR = "v8.c_headers"
 
 C_ELEMENT = {"f32": "float", "f16": "uint16_t", "bf16": "uint16_t", "i32": "int32_t",
              "q4_k": "void", "q5_k": "void", "q6_k": "void", "q8_0": "void", "q5_0": "void",
@@ -122,14 +133,14 @@ class PhasePrinter:
         return max_tokens(self.fn)
 
     def n_outputs(self) -> int:
-        attr = self.fn.attributes.get("v8.outputs")
+        attr = self.fn.attributes.get(OUTPUTS_ATTR)
         assert isinstance(attr, IntegerAttr)
         return attr.value.data
 
     def parameters(self) -> list[str]:
         args = list(self.fn.body.block.args)
         first_output = len(args) - self.n_outputs()
-        written_items = array_items(self.fn.attributes.get("v8.written_args"))
+        written_items = array_items(self.fn.attributes.get(WRITTEN_ATTR))
         written = ({a.value.data for a in written_items if isinstance(a, IntegerAttr)}
                    if written_items is not None else set[int]())
         params: list[str] = []
@@ -150,7 +161,7 @@ class PhasePrinter:
         return name
 
     def print(self) -> None:
-        arena = self.fn.attributes.get("v8.arena_bytes")
+        arena = self.fn.attributes.get(ARENA_ATTR)
         assert isinstance(arena, IntegerAttr)
         self.w.line(f"/* ---- phase {self.phase} ---- */")
         self.w.line(f"size_t {self.phase}_arena_bytes(void) {{ return {arena.value.data}u; }}")
@@ -169,7 +180,7 @@ class PhasePrinter:
         self.w.line()
 
     def print_scratch_function(self) -> None:
-        sizes = array_items(self.fn.attributes.get("v8.scratch_sizes"))
+        sizes = array_items(self.fn.attributes.get(SCRATCH_ATTR))
         assert sizes is not None
         self.w.line(f"size_t {self.phase}_scratch_bytes(v8_threadpool *pool) {{")
         self.w.indent += 1
@@ -213,7 +224,7 @@ class PhasePrinter:
 
     def runtime_checks(self) -> Iterator[str]:
         """Conditions prepare-calls derived from the kernels' ABIs (e.g. KV capacity)."""
-        checks = array_items(self.fn.attributes.get("v8.runtime_checks"))
+        checks = array_items(self.fn.attributes.get(CHECKS_ATTR))
         if checks is not None:
             for check in checks:
                 assert isinstance(check, CExprAttr)

@@ -16,13 +16,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from v8passes.v8_pass import V8Pass
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DictionaryAttr,
     FunctionType,
     IndexType,
     IntegerAttr,
@@ -33,24 +33,27 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from v8dialect.abi_binding import BUFFER_ALIASES, BindingError, bind
-from v8dialect.contracts import load_registry
-from v8dialect.diagnostics import V8Error, data_error, op_error
-from v8dialect.jsondata import DataError
-from v8dialect.kernel_maps import KernelMapSet, load_kernel_maps
-from v8dialect.lowered import AllocOp, ArenaSliceOp, CallOp, CExprAttr, InlineOp, KernelOp, ViewOp
-from v8dialect.paths import option_paths
+from v8dialect.diagnostics import V8Error, op_error
+from v8dialect.kernel_maps import KernelMapSet
+from v8dialect.lowered import (
+    ARENA_ATTR,
+    CHECKS_ATTR,
+    HEADERS_ATTR,
+    OUTPUTS_ATTR,
+    SCRATCH_ATTR,
+    WRITTEN_ATTR,
+    AllocOp,
+    ArenaSliceOp,
+    CallOp,
+    CExprAttr,
+    InlineOp,
+    KernelOp,
+    ViewOp,
+)
+from v8dialect.pipeline_data import pipeline_data
 from v8dialect.token_count import TokenCount, max_tokens
 
 ALIGNMENT = 64
-MAPS_ATTR = "v8.kernel_maps"
-REGISTRY_ATTR = "v8.registry"
-ARENA_ATTR = "v8.arena_bytes"
-SCRATCH_ATTR = "v8.scratch_sizes"
-OUTPUTS_ATTR = "v8.outputs"
-CHECKS_ATTR = "v8.runtime_checks"
-WRITTEN_ATTR = "v8.written_args"
-HEADERS_ATTR = "v8.c_headers"
-SOURCES_ATTR = "v8.c_sources"
 
 ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}
 
@@ -123,7 +126,6 @@ class FunctionPreparation:
     scratch_sizes: list[str]
     checks: list[str]
     headers: set[str]
-    sources: set[str]
 
     def run(self) -> None:
         written = self.written_arguments()
@@ -186,6 +188,11 @@ class FunctionPreparation:
         ret.erase()
         inputs = [a.type for a in block.args]
         self.fn.function_type = FunctionType.from_lists(inputs, [])
+        if self.fn.arg_attrs is not None:
+            # one entry per argument: the printer pairs them up and would drop the outputs
+            attrs = list(self.fn.arg_attrs.data)
+            attrs += [DictionaryAttr({})] * (len(inputs) - len(attrs))
+            self.fn.arg_attrs = ArrayAttr(attrs)
         return n_outputs
 
     def call_for(self, op: KernelOp) -> Operation:
@@ -209,10 +216,6 @@ class FunctionPreparation:
             self.scratch_sizes.append(call.scratch_size)
         self.checks += [c for c in call.checks if c not in self.checks]
         self.headers.add(kmap.header)
-        root = Path(kmap.source).parent
-        while not (root / kmap.header).is_file() and root != root.parent:
-            root = root.parent  # the maps root: where header paths start
-        self.sources.update(str((root / src).resolve()) for src in kmap.sources)
         return CallOp.create(
             operands=call.buffers,
             properties={"callee": StringAttr(call.callee), "args": ArrayAttr(call.args), **common},
@@ -237,24 +240,12 @@ class PrepareCalls(V8Pass):
     name = "prepare-calls"
 
     kernel_maps: str | None = None
-    """Kernel-map locations (default: those resolve-contracts used, else the packaged ones)."""
-
-    def load_maps(self, module: ModuleOp) -> KernelMapSet:
-        recorded = module.attributes.get(MAPS_ATTR)
-        maps_option = self.kernel_maps or (recorded.data if isinstance(recorded, StringAttr) else None)
-        registry_attr = module.attributes.get(REGISTRY_ATTR)
-        registry_option = registry_attr.data if isinstance(registry_attr, StringAttr) else None
-        try:
-            registry = load_registry(option_paths(registry_option))
-            return load_kernel_maps(registry, option_paths(maps_option))
-        except DataError as e:
-            raise data_error(e, "kernel map") from None
+    """Kernel-map locations (default: those an earlier pass of the pipeline named, e.g.
+    resolve-contracts, else the packaged ones)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        maps = self.load_maps(op)
+        maps = pipeline_data(ctx).kernel_maps()
         headers: set[str] = set()
-        sources: set[str] = set()
         for fn in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
-            FunctionPreparation(fn, maps, [], [], headers, sources).run()
+            FunctionPreparation(fn, maps, [], [], headers).run()
         op.attributes[HEADERS_ATTR] = ArrayAttr([StringAttr(h) for h in sorted(headers)])
-        op.attributes[SOURCES_ATTR] = ArrayAttr([StringAttr(s) for s in sorted(sources)])

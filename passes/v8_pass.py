@@ -6,10 +6,14 @@ users can see them, one-block function bodies) and its pinned resolution; after 
 pinned resolution again, so no pass can change what resolve-contracts chose.  A pass only
 says how it stands to the ledger (``pinned_before``, ``pinned_after``); none calls the checks
 itself.
+
+A pass's ``registry`` and ``kernel_maps`` options, when it has them, name the data of the
+pipeline (see v8dialect/pipeline_data.py) before it runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +26,7 @@ from xdsl.passes import ModulePass
 
 from v8dialect.ledger import read_ledger
 from v8dialect.pinning import check_pinned
+from v8dialect.pipeline_data import pipeline_data
 from v8dialect.structure import check_structure
 
 
@@ -57,6 +62,11 @@ class V8Pass(ModulePass):
         if body is not None and not getattr(body, _CHECKED, False):
             setattr(cls, "apply", _checked(body))  # noqa: B010 - replaces the subclass's own apply
 
+    def data_options(self) -> dict[str, str | None]:
+        """The pipeline data this pass names: its own registry and kernel_maps options."""
+        names = {f.name for f in dataclasses.fields(self)} & {"registry", "kernel_maps"}
+        return {name: getattr(self, name) for name in sorted(names)}
+
     def check_entry(self, module: ModuleOp) -> None:
         check_structure(module, self.name)
         check_pinning(module, self.name, self.pinned_before)
@@ -69,6 +79,7 @@ def _checked(body: Apply) -> Apply:
     @functools.wraps(body)
     def apply(self: V8Pass, ctx: Context, op: ModuleOp) -> None:
         self.check_entry(op)
+        pipeline_data(ctx).select(**self.data_options())
         body(self, ctx, op)
         self.check_exit(op)
 

@@ -43,6 +43,16 @@ from xdsl.utils.exceptions import VerifyException
 
 from v8dialect.attributes import PhaseAttr, ResolvedAttr
 
+# What prepare-calls records for the C printer and the program builder: on each phase
+# function its arena size, scratch sizes, output count, arguments written in place and run-time
+# checks; on the module the kernel headers (relative to their maps' root) the calls need.
+ARENA_ATTR = "v8.arena_bytes"
+SCRATCH_ATTR = "v8.scratch_sizes"
+OUTPUTS_ATTR = "v8.outputs"
+CHECKS_ATTR = "v8.runtime_checks"
+WRITTEN_ATTR = "v8.written_args"
+HEADERS_ATTR = "v8.c_headers"
+
 
 @irdl_attr_definition
 class CExprAttr(ParametrizedAttribute):
