@@ -7,8 +7,12 @@
 - Each ``v8.kernel`` becomes a ``v8.call`` whose arguments follow the map's
   ABI: buffers, dimension constants, the resolved contract's selector
   constant, the threadpool when the resolved execution says threadpool, and
-  the shared scratch region sized at run time by the map's scratch function.
-  Elementwise ops the printer owns become ``v8.inline``.
+  the shared scratch region sized at run time by the map's scratch function
+  (a ``v8.scratch_need``).  The entry point's values (pool, n_past, scratch)
+  and lengths derived from them are SSA values at the top of the phase (see
+  v8dialect/call_ready.py); every function a call binds gets one
+  ``v8.kernel_decl`` with its map's ABI as signature.  Elementwise ops the
+  printer owns become ``v8.inline``.
 - The functions bound must be the ones the kernel map binds and the ledger
   pinned; the pass checks both, and every op against the ledger.
 """
@@ -33,25 +37,23 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from v8dialect.abi_binding import BUFFER_ALIASES, BindingError, bind
+from v8dialect.call_ready import KernelDeclOp, ir_type
+from v8dialect.call_values import FunctionValues, Tokens
 from v8dialect.diagnostics import V8Error, op_error
-from v8dialect.kernel_maps import KernelMapSet
+from v8dialect.kernel_maps import KernelMap, KernelMapSet
 from v8dialect.lowered import (
     ARENA_ATTR,
-    CHECKS_ATTR,
-    HEADERS_ATTR,
     OUTPUTS_ATTR,
-    SCRATCH_ATTR,
     WRITTEN_ATTR,
     AllocOp,
     ArenaSliceOp,
     CallOp,
-    CExprAttr,
     InlineOp,
     KernelOp,
     ViewOp,
 )
 from v8dialect.pipeline_data import pipeline_data
-from v8dialect.token_count import TokenCount, max_tokens
+from v8dialect.token_count import max_tokens
 
 ALIGNMENT = 64
 
@@ -123,11 +125,10 @@ def plan_arena(allocs: list[AllocOp], position: dict[Operation, int]) -> tuple[d
 class FunctionPreparation:
     fn: func.FuncOp
     maps: KernelMapSet
-    scratch_sizes: list[str]
-    checks: list[str]
-    headers: set[str]
+    decls: dict[str, KernelDeclOp]  # callee -> its declaration, shared by the module's phases
 
     def run(self) -> None:
+        self.tokens = Tokens(FunctionValues(self.fn.body.block), max_tokens(self.fn))
         written = self.written_arguments()
         outputs = self.bind_outputs()
         ops = list(self.fn.body.block.ops)
@@ -142,10 +143,8 @@ class FunctionPreparation:
             if isinstance(op, KernelOp):
                 self.replace(op, self.call_for(op))
         self.fn.attributes[ARENA_ATTR] = IntegerAttr(arena, IndexType())
-        self.fn.attributes[SCRATCH_ATTR] = ArrayAttr([CExprAttr(StringAttr(s)) for s in self.scratch_sizes])
         self.fn.attributes[OUTPUTS_ATTR] = IntegerAttr(outputs, IndexType())
         self.fn.attributes[WRITTEN_ATTR] = ArrayAttr([IntegerAttr(i, IndexType()) for i in written])
-        self.fn.attributes[CHECKS_ATTR] = ArrayAttr([CExprAttr(StringAttr(c)) for c in self.checks])
 
     def written_arguments(self) -> list[int]:
         """Arguments a kernel updates in place, so the entry point takes them non-const: a KV
@@ -209,17 +208,30 @@ class FunctionPreparation:
                 raise V8Error([op_error(op, f"prepare-calls: kernel map '{kmap.id}' binds {role} "
                                         f"'{bound}' but the resolution pinned '{pinned}'")])
         try:
-            call = bind(op, kmap, TokenCount(max_tokens(self.fn)))
+            call = bind(op, kmap, self.tokens)
         except BindingError as e:
             raise V8Error([op_error(op, f"prepare-calls: kernel '{kmap.id}': {e}")]) from None
-        if call.scratch_size and call.scratch_size not in self.scratch_sizes:
-            self.scratch_sizes.append(call.scratch_size)
-        self.checks += [c for c in call.checks if c not in self.checks]
-        self.headers.add(kmap.header)
+        if call.callee not in self.decls:
+            self.decls[call.callee] = self.declaration(op, kmap, call.callee)
         return CallOp.create(
-            operands=call.buffers,
+            operands=call.operands,
             properties={"callee": StringAttr(call.callee), "args": ArrayAttr(call.args), **common},
         )
+
+    @staticmethod
+    def declaration(op: KernelOp, kmap: KernelMap, callee: str) -> KernelDeclOp:
+        """The callee's C signature, as its kernel map's ABI gives it."""
+        params = [("pool", "v8_threadpool *")] if op.resolved.calls_threadpool else []
+        params += [(a.name, a.ctype) for a in kmap.abi_args]
+        try:
+            types = [ir_type(ctype) for _, ctype in params]
+            returns = ir_type(kmap.abi_returns)
+        except ValueError as e:
+            raise V8Error([op_error(op, f"prepare-calls: kernel map '{kmap.id}': {e}")]) from None
+        return KernelDeclOp.create(properties={
+            "sym_name": StringAttr(callee), "function_type": FunctionType.from_lists(types, [returns]),
+            "arg_names": ArrayAttr([StringAttr(name) for name, _ in params]),
+            "kernel": StringAttr(kmap.id), "header": StringAttr(kmap.header)})
 
     @staticmethod
     def replace(old: Operation, new: Operation) -> None:
@@ -245,7 +257,13 @@ class PrepareCalls(V8Pass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         maps = pipeline_data(ctx).kernel_maps()
-        headers: set[str] = set()
+        decls: dict[str, KernelDeclOp] = {}
         for fn in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
-            FunctionPreparation(fn, maps, [], [], headers).run()
-        op.attributes[HEADERS_ATTR] = ArrayAttr([StringAttr(h) for h in sorted(headers)])
+            FunctionPreparation(fn, maps, decls).run()
+        # the declarations lead the module, by name
+        first = op.body.block.first_op
+        for name in sorted(decls):
+            if first is None:
+                op.body.block.add_op(decls[name])
+            else:
+                op.body.block.insert_op_before(decls[name], first)

@@ -18,9 +18,10 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Operation
 
 from v8dialect.attributes import ResolvedAttr
+from v8dialect.call_ready import SelectorAttr
 from v8dialect.diagnostics import V8Error, located
 from v8dialect.ledger import node_key, read_ledger, write_ledger
-from v8dialect.lowered import CallOp, CExprAttr
+from v8dialect.lowered import CallOp
 from v8dialect.pinning import pinned_ops
 
 RESOLVED_FIELDS = ("kernel", "contract", "selector", "oracle", "production", "threadpool")
@@ -58,8 +59,7 @@ class TestCorruptResolution(V8Pass):
         if self.field == "callee" and isinstance(target, CallOp):
             target.properties["callee"] = StringAttr(self.value)
         elif self.field == "selector-arg" and isinstance(target, CallOp):
-            args = [CExprAttr(StringAttr(self.value))
-                    if isinstance(a, CExprAttr) and a.text.data.startswith("V8_") else a
+            args = [SelectorAttr(StringAttr(self.value)) if isinstance(a, SelectorAttr) else a
                     for a in target.args.data]
             target.properties["args"] = ArrayAttr(args)
         elif self.field in RESOLVED_FIELDS:
