@@ -54,6 +54,7 @@ from v8dialect.call_ready import (
     ScratchNeedOp,
     SelectorAttr,
     WorkersOp,
+    signature_problems,
 )
 from v8dialect.diagnostics import V8Error, located, op_error
 from v8dialect.ir_types import array_items, memref_type
@@ -102,12 +103,16 @@ CALL_READY = (ArenaSliceOp, ViewOp, InlineOp, KernelDeclOp, EntryValueOp, Worker
 def check_call_ready(module: ModuleOp) -> None:
     check_pinned(module, STAGE)
     errors: list[str] = []
-    declared = {op.sym_name.data for op in module.walk() if isinstance(op, KernelDeclOp)}
+    declared = {op.sym_name.data: op for op in module.walk() if isinstance(op, KernelDeclOp)}
     for op in module.walk():
         if isinstance(op, CallOp):
-            errors += [op_error(op, f"{STAGE}: {p}") for p in call_problems(op)]
-            if not errors and op.callee.data not in declared:
-                errors.append(op_error(op, f"{STAGE}: '{op.callee.data}' has no v8.kernel_decl"))
+            problems = call_problems(op)
+            decl = declared.get(op.callee.data)
+            if not problems and decl is None:
+                problems.append(f"'{op.callee.data}' has no v8.kernel_decl")
+            elif not problems and decl is not None:
+                problems = signature_problems(op.args.data, op.values, decl)
+            errors += [op_error(op, f"{STAGE}: {p}") for p in problems]
         elif op.dialect_name() == "v8" and not isinstance(op, CALL_READY):
             errors.append(op_error(op, f"{STAGE}: '{op.name}' is not call-ready; run "
                                    "lower-to-kernels and prepare-calls first"))

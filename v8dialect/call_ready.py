@@ -19,15 +19,18 @@ source text:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
+    Float32Type,
     FloatAttr,
     FunctionType,
     IndexType,
     IntegerAttr,
     IntegerType,
+    MemRefType,
     NoneType,
     Signedness,
     StringAttr,
@@ -286,3 +289,38 @@ class KernelDeclOp(IRDLOperation):
 
 CALL_READY_OPS = [EntryValueOp, WorkersOp, RequireOp, ScratchNeedOp, KernelDeclOp]
 CALL_READY_ATTRIBUTES = [ThreadpoolType, StatusType, PtrType, SelectorAttr, NullAttr, EntryValueAttr]
+
+
+# ---- calls against their declarations ------------------------------------------------------
+
+
+def _category(attr: Attribute) -> str:
+    match attr:
+        case PtrType() | NullAttr() | DenseArrayBase() | MemRefType():
+            return "pointer"
+        case ThreadpoolType():
+            return "threadpool"
+        case FloatAttr() | Float32Type():
+            return "float"
+        case IntegerAttr() | SelectorAttr() | IntegerType() | IndexType():
+            return "integer"
+        case _:
+            return str(attr)
+
+
+def signature_problems(args: Sequence[Attribute], values: Sequence[SSAValue], decl: KernelDeclOp) -> list[str]:
+    """Where a call's arguments do not fit its declaration: their count, and each argument's
+    kind (pointer, threadpool, integer, float) against the declared parameter's."""
+    params = decl.function_type.inputs.data
+    if len(args) != len(params):
+        return [f"passes {len(args)} arguments but '{decl.sym_name.data}' takes {len(params)}"]
+    problems: list[str] = []
+    for i, (arg, param, name) in enumerate(zip(args, params, decl.arg_names.data, strict=True)):
+        given: Attribute = arg
+        if isinstance(arg, IntegerAttr) and isinstance(cast(IntegerAttr[IndexType | IntegerType], arg).type,
+                                                       IndexType):
+            given = values[arg.value.data].type
+        if _category(given) != _category(param):
+            problems.append(f"argument {i + 1} ('{name.data}') is {given}, but "
+                            f"'{decl.sym_name.data}' takes {param}")
+    return problems

@@ -13,7 +13,17 @@ from v8passes.lower_to_kernels import LowerToKernels
 from v8passes.prepare_calls import PrepareCalls
 from v8passes.resolve_contracts import ResolveContracts
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, ModuleOp, NoneType, f32, i32, i64
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    NoneType,
+    f32,
+    i32,
+    i64,
+)
 from xdsl.passes import PassPipeline
 
 from v8dialect.builder import build_from_file
@@ -28,6 +38,7 @@ from v8dialect.call_ready import (
     ThreadpoolType,
     ir_type,
 )
+from v8dialect.diagnostics import V8Error
 from v8dialect.dialect import V8
 from v8dialect.lowered import CallOp
 from v8dialect.program import context, parse
@@ -59,7 +70,8 @@ def test_abi_c_types_are_ir_types() -> None:
     assert ir_type("const float *") == PtrType(f32, const=True)
     assert ir_type("void *") == PtrType(NoneType())
     assert ir_type("v8_threadpool *") == ThreadpoolType()
-    assert (ir_type("int"), ir_type("int64_t"), ir_type("float"), ir_type("size_t")) == (i32, i64, f32, IndexType())
+    scalars = [ir_type(c) for c in ("int", "int64_t", "float", "size_t")]
+    assert scalars == [i32, i64, f32, IndexType()]
     with pytest.raises(ValueError, match="no IR type for the C type 'double'"):
         ir_type("double")
 
@@ -96,3 +108,20 @@ def test_the_printed_module_parses_back_to_the_same_c(qwen3: ModuleOp) -> None:
     reparsed = parse(str(qwen3))
     assert str(reparsed) == str(qwen3)
     assert c_text(reparsed) == c_text(qwen3)
+
+
+def test_a_call_that_does_not_fit_its_declaration_is_refused(qwen3: ModuleOp) -> None:
+    module = parse(str(qwen3))
+    call = next(op for op in module.walk() if isinstance(op, CallOp))
+    args = list(call.args.data)
+    call.properties["args"] = ArrayAttr(args[:-1])
+    with pytest.raises(V8Error, match=rf"emit-c: passes {len(args) - 1} arguments but "
+                                      rf"'{call.callee.data}' takes {len(args)}"):
+        c_text(module)
+    selector = next(i for i, a in enumerate(args) if isinstance(a, SelectorAttr))
+    pointer = next(i for i, a in enumerate(args) if isinstance(a, IntegerAttr)
+                   and isinstance(a.type, IndexType) and isinstance(call.values[a.value.data].type, MemRefType))
+    args[selector], args[pointer] = args[pointer], args[selector]
+    call.properties["args"] = ArrayAttr(args)
+    with pytest.raises(V8Error, match=rf"emit-c: argument {min(selector, pointer) + 1} \('contract'\) is "):
+        c_text(module)
