@@ -142,6 +142,7 @@ class FunctionPreparation:
         for op in ops:
             if isinstance(op, KernelOp):
                 self.replace(op, self.call_for(op))
+        self.tokens.values.drop_unused()
         self.fn.attributes[ARENA_ATTR] = IntegerAttr(arena, IndexType())
         self.fn.attributes[OUTPUTS_ATTR] = IntegerAttr(outputs, IndexType())
         self.fn.attributes[WRITTEN_ATTR] = ArrayAttr([IntegerAttr(i, IndexType()) for i in written])

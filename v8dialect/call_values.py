@@ -65,6 +65,16 @@ class FunctionValues:
     def at_most(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
         return self._once(("sle", lhs, rhs), lambda: arith.CmpiOp(lhs, rhs, "sle"))
 
+    def drop_unused(self) -> None:
+        """Erase the values no call, requirement or scratch need ended up using (the binder
+        makes every value an ABI might name), last made first so their operands lose the use."""
+        for value in reversed(list(self._made.values())):
+            if not value.uses:
+                op = value.owner
+                assert isinstance(op, Operation)
+                op.detach()
+                op.erase()
+
     def require(self, condition: SSAValue) -> None:
         """The entry point checks `condition` before any kernel runs (once per function)."""
         if condition not in self._required:

@@ -14,9 +14,9 @@ func.func @decode(%x: tensor<1x1024xf32>, %norm: tensor<1024xf32>, %w: tensor<10
 // CHECK: v8.kernel_decl @v8_q4_k_gemv_parallel_dispatch (!v8.threadpool, i32, !v8.ptr<f32>, !v8.ptr<const none>, !v8.ptr<const f32>, !v8.ptr<const f32>, i64, i64, !v8.ptr<none>, index) -> !v8.status names ["pool", "contract", "y", "w", "x", "bias", "n", "k", "scratch", "scratch_bytes"] kernel "q4_k_x_q8_k_gemv" header "quant/v8_quant.h"
 // CHECK-NEXT: v8.kernel_decl @v8_rmsnorm_f32_parallel_dispatch (!v8.threadpool, i32, !v8.ptr<f32>, !v8.ptr<const f32>, !v8.ptr<const f32>, i64, i64, f32) -> !v8.status names ["pool", "contract", "y", "x", "w", "n_rows", "n", "eps"] kernel "rmsnorm_fp32" header "ops/v8_ops.h"
 // CHECK: func.func @decode(%x: memref<1x1024xf32>, %norm: memref<1024xf32>, %w: memref<1024x1024x!v8.q4_k>, %g: memref<1x1024xf32>, %out: memref<1x1024xf32>) attributes {v8.arena_bytes = 8192 : index, v8.outputs = 1 : index, v8.written_args = []} {
-// The entry point's values are SSA values; the scratch the GEMV needs is a call of its map's scratch function.
+// The entry point's values the calls use are SSA values; the scratch the GEMV needs is a call of its
+// map's scratch function.
 // CHECK-NEXT:   %[[POOL:.*]] = v8.entry_value pool : !v8.threadpool
-// CHECK-NEXT:   %{{.*}} = v8.workers %[[POOL]] : i64
 // CHECK-NEXT:   %[[SCRATCH:.*]] = v8.entry_value scratch : !v8.ptr<none>
 // CHECK-NEXT:   %[[BYTES:.*]] = v8.entry_value scratch_bytes : index
 // CHECK-NEXT:   v8.scratch_need "v8_ql_gemv_scratch_bytes"() args [1024 : i64]
