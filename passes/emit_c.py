@@ -15,38 +15,55 @@ printer's own intrinsic code, dispatched as its kernel map declares.  Before
 printing anything the printer checks every op against the resolution ledger
 and every call against its pinned resolution; any difference is an error and
 no C is printed.  Output is deterministic.
+
+The printer is a printer over ops: ``print_op`` dispatches on the op's class (one method per
+call-ready op, functools.singledispatchmethod), and ``expr`` prints a value as the C
+expression of its defining op (an entry-point parameter, the pool's worker count, an ``arith``
+length).  It never reads C text out of the IR.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, cast
 
 from v8passes.c_inline import NEEDS_OPS_HEADER, inline_functions
 from xdsl.context import Context
-from xdsl.dialects import func
+from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import (
+    DenseArrayBase,
     FloatAttr,
     IndexType,
     IntegerAttr,
+    IntegerType,
     MemRefType,
     ModuleOp,
-    StringAttr,
 )
-from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.utils.target import Target
 
+from v8dialect.call_ready import (
+    EntryValue,
+    EntryValueOp,
+    KernelDeclOp,
+    NullAttr,
+    RequireOp,
+    ScratchNeedOp,
+    SelectorAttr,
+    WorkersOp,
+    signature_problems,
+)
 from v8dialect.diagnostics import V8Error, located, op_error
 from v8dialect.ir_types import array_items, memref_type
-from v8dialect.lowered import ArenaSliceOp, CallOp, CExprAttr, InlineOp, ViewOp
+from v8dialect.lowered import ARENA_ATTR, OUTPUTS_ATTR, WRITTEN_ATTR, ArenaSliceOp, CallOp, InlineOp, ViewOp
 from v8dialect.ops import dtype_name
 from v8dialect.pinning import check_pinned
-from v8dialect.token_count import RUNTIME_TOKENS, TokenCount, max_tokens
+from v8dialect.token_count import RUNTIME_TOKENS, max_tokens
 
 STAGE = "emit-c"
-HEADERS_ATTR = "v8.c_headers"
 
 C_ELEMENT = {"f32": "float", "f16": "uint16_t", "bf16": "uint16_t", "i32": "int32_t",
              "q4_k": "void", "q5_k": "void", "q6_k": "void", "q8_0": "void", "q5_0": "void",
@@ -73,21 +90,30 @@ def call_problems(op: CallOp) -> list[str]:
     problems: list[str] = []
     if op.callee.data != expected:
         problems.append(f"calls '{op.callee.data}' but the resolution binds '{expected}'")
-    constants = [a.text.data for a in op.args.data
-                 if isinstance(a, CExprAttr) and a.text.data.startswith("V8_")]
+    constants = [a.constant.data for a in op.args.data if isinstance(a, SelectorAttr)]
     if constants != [resolved.word("selector")]:
         problems.append(f"passes selector {constants} but the resolved contract's selector is "
                         f"'{resolved.word('selector')}'")
     return problems
 
 
+CALL_READY = (ArenaSliceOp, ViewOp, InlineOp, KernelDeclOp, EntryValueOp, WorkersOp, RequireOp, ScratchNeedOp)
+
+
 def check_call_ready(module: ModuleOp) -> None:
     check_pinned(module, STAGE)
     errors: list[str] = []
+    declared = {op.sym_name.data: op for op in module.walk() if isinstance(op, KernelDeclOp)}
     for op in module.walk():
         if isinstance(op, CallOp):
-            errors += [op_error(op, f"{STAGE}: {p}") for p in call_problems(op)]
-        elif op.dialect_name() == "v8" and not isinstance(op, ArenaSliceOp | ViewOp | InlineOp):
+            problems = call_problems(op)
+            decl = declared.get(op.callee.data)
+            if not problems and decl is None:
+                problems.append(f"'{op.callee.data}' has no v8.kernel_decl")
+            elif not problems and decl is not None:
+                problems = signature_problems(op.args.data, op.values, decl)
+            errors += [op_error(op, f"{STAGE}: {p}") for p in problems]
+        elif op.dialect_name() == "v8" and not isinstance(op, CALL_READY):
             errors.append(op_error(op, f"{STAGE}: '{op.name}' is not call-ready; run "
                                    "lower-to-kernels and prepare-calls first"))
     if errors:
@@ -122,14 +148,14 @@ class PhasePrinter:
         return max_tokens(self.fn)
 
     def n_outputs(self) -> int:
-        attr = self.fn.attributes.get("v8.outputs")
+        attr = self.fn.attributes.get(OUTPUTS_ATTR)
         assert isinstance(attr, IntegerAttr)
         return attr.value.data
 
     def parameters(self) -> list[str]:
         args = list(self.fn.body.block.args)
         first_output = len(args) - self.n_outputs()
-        written_items = array_items(self.fn.attributes.get("v8.written_args"))
+        written_items = array_items(self.fn.attributes.get(WRITTEN_ATTR))
         written = ({a.value.data for a in written_items if isinstance(a, IntegerAttr)}
                    if written_items is not None else set[int]())
         params: list[str] = []
@@ -150,7 +176,7 @@ class PhasePrinter:
         return name
 
     def print(self) -> None:
-        arena = self.fn.attributes.get("v8.arena_bytes")
+        arena = self.fn.attributes.get(ARENA_ATTR)
         assert isinstance(arena, IntegerAttr)
         self.w.line(f"/* ---- phase {self.phase} ---- */")
         self.w.line(f"size_t {self.phase}_arena_bytes(void) {{ return {arena.value.data}u; }}")
@@ -169,16 +195,15 @@ class PhasePrinter:
         self.w.line()
 
     def print_scratch_function(self) -> None:
-        sizes = array_items(self.fn.attributes.get("v8.scratch_sizes"))
-        assert sizes is not None
         self.w.line(f"size_t {self.phase}_scratch_bytes(v8_threadpool *pool) {{")
         self.w.indent += 1
         self.w.line("size_t need = 0;")
         uses_pool = False
-        for size in sizes:
-            assert isinstance(size, CExprAttr)
-            uses_pool |= "pool" in size.text.data
-            self.w.line(f"need = v8_max_size(need, {size.text.data});")
+        for need in self.fn.body.block.ops:
+            if isinstance(need, ScratchNeedOp):
+                uses_pool |= any(reads_pool(v) for v in need.values)
+                args = [self.argument(need.values, a) for a in need.args.data]
+                self.w.line(f"need = v8_max_size(need, {need.function.data}({', '.join(args)}));")
         if not uses_pool:
             self.w.line("(void)pool;")
         self.w.line("return need;")
@@ -213,29 +238,88 @@ class PhasePrinter:
 
     def runtime_checks(self) -> Iterator[str]:
         """Conditions prepare-calls derived from the kernels' ABIs (e.g. KV capacity)."""
-        checks = array_items(self.fn.attributes.get("v8.runtime_checks"))
-        if checks is not None:
-            for check in checks:
-                assert isinstance(check, CExprAttr)
-                yield check.text.data
+        for op in self.fn.body.block.ops:
+            if isinstance(op, RequireOp):
+                yield self.expr(op.condition)
 
+    # ---- statements: one method per op ----
+
+    @functools.singledispatchmethod
     def print_op(self, op: Operation) -> None:
-        match op:
-            case ArenaSliceOp():
-                name = f"b{len(self.names)}"
-                self.names[op.result] = name
-                c_type = element_c_type(op.result)
-                self.w.line(f"{c_type} *{name} = ({c_type} *)(base + {op.offset.value.data});")
-            case ViewOp():
-                self.names[op.result] = self.names[op.source]
-            case CallOp():
-                self.print_call(op)
-            case InlineOp():
-                self.print_inline(op)
-            case func.ReturnOp():
-                self.w.line("return V8_OK;")
-            case _:
-                raise V8Error([op_error(op, f"{STAGE}: cannot print '{op.name}'")])
+        raise V8Error([op_error(op, f"{STAGE}: cannot print '{op.name}'")])
+
+    @print_op.register
+    def _print_arena_slice(self, op: ArenaSliceOp) -> None:
+        name = f"b{len(self.names)}"
+        self.names[op.result] = name
+        c_type = element_c_type(op.result)
+        self.w.line(f"{c_type} *{name} = ({c_type} *)(base + {op.offset.value.data});")
+
+    @print_op.register
+    def _print_view(self, op: ViewOp) -> None:
+        self.names[op.result] = self.names[op.source]
+
+    @print_op.register
+    def _print_call(self, op: CallOp) -> None:
+        self.print_call(op)
+
+    @print_op.register
+    def _print_inline(self, op: InlineOp) -> None:
+        self.print_inline(op)
+
+    @print_op.register
+    def _print_return(self, op: func.ReturnOp) -> None:
+        self.w.line("return V8_OK;")
+
+    # the entry point's values and lengths are expressions (see expr); requirements and
+    # scratch needs are printed in the checks and in <phase>_scratch_bytes
+    @print_op.register(EntryValueOp)
+    @print_op.register(WorkersOp)
+    @print_op.register(arith.ConstantOp)
+    @print_op.register(arith.AddiOp)
+    @print_op.register(arith.MuliOp)
+    @print_op.register(arith.CmpiOp)
+    @print_op.register(RequireOp)
+    @print_op.register(ScratchNeedOp)
+    def _print_nothing(self, op: Operation) -> None:
+        pass
+
+    # ---- expressions: the C text of a value, from its defining op ----
+
+    def expr(self, value: SSAValue) -> str:
+        if value in self.names:
+            return self.names[value]
+        return self.expr_of(value.owner, value)
+
+    @functools.singledispatchmethod
+    def expr_of(self, owner: Operation | Block, value: SSAValue) -> str:
+        raise V8Error([located("<module>", f"{STAGE}: no C expression for {value}")])
+
+    @expr_of.register
+    def _entry_expr(self, owner: EntryValueOp, value: SSAValue) -> str:
+        return ENTRY_NAMES[owner.entry]
+
+    @expr_of.register
+    def _workers_expr(self, owner: WorkersOp, value: SSAValue) -> str:
+        return f"v8_threadpool_workers({self.expr(owner.pool)})"
+
+    @expr_of.register
+    def _constant_expr(self, owner: arith.ConstantOp, value: SSAValue) -> str:
+        return str(int_value(owner.value))
+
+    @expr_of.register
+    def _add_expr(self, owner: arith.AddiOp, value: SSAValue) -> str:
+        return f"{self.expr(owner.lhs)} + {self.expr(owner.rhs)}"
+
+    @expr_of.register
+    def _mul_expr(self, owner: arith.MuliOp, value: SSAValue) -> str:
+        return f"{self.expr(owner.lhs)} * {self.expr(owner.rhs)}"
+
+    @expr_of.register
+    def _compare_expr(self, owner: arith.CmpiOp, value: SSAValue) -> str:
+        if owner.predicate.value.data != SLE:
+            raise V8Error([op_error(owner, f"{STAGE}: only `sle` comparisons are printed")])
+        return f"{self.expr(owner.lhs)} <= {self.expr(owner.rhs)}"
 
     def comment(self, op: CallOp | InlineOp) -> None:
         r = op.resolved
@@ -246,24 +330,33 @@ class PhasePrinter:
 
     def print_call(self, op: CallOp) -> None:
         self.comment(op)
-        args = [self.argument(op, a) for a in op.args.data]
+        args = [self.argument(op.values, a) for a in op.args.data]
         self.w.line(f"st = {op.callee.data}({', '.join(args)});")
         self.w.line("if (st != V8_OK) {")
         self.w.line("    return st;")
         self.w.line("}")
 
-    def argument(self, op: CallOp, arg: Attribute) -> str:
+    def argument(self, values: Sequence[SSAValue], arg: Attribute) -> str:
+        """One C argument: operand #i's expression or a typed constant's literal."""
         match arg:
             case IntegerAttr(type=IndexType()):
-                return self.names[op.buffers[arg.value.data]]
+                return self.expr(values[arg.value.data])
             case IntegerAttr():
                 return str(arg.value.data)
             case FloatAttr():
                 return c_float(arg.value.data)
-            case CExprAttr():
-                return arg.text.data
+            case SelectorAttr():
+                return arg.constant.data
+            case NullAttr():
+                return "NULL"
+            case DenseArrayBase():
+                # a C99 compound literal: the array lives in the call itself
+                ints = cast(DenseArrayBase[IntegerType], arg)
+                element = C_ELEMENT[dtype_name(ints.elt_type)]
+                listed = ", ".join(str(int(v)) for v in ints.get_values())
+                return f"(const {element}[]){{{listed}}}"
             case _:
-                raise V8Error([op_error(op, f"{STAGE}: cannot print argument {arg}")])
+                raise V8Error([located("<module>", f"{STAGE}: cannot print argument {arg}")])
 
     def print_inline(self, op: InlineOp) -> None:
         self.comment(op)
@@ -275,10 +368,14 @@ class PhasePrinter:
         per_token = 1
         for d in dims[1:]:
             per_token *= d
-        count = TokenCount(self.max_tokens).rows(dims[0], per_token)
         names = [self.names[v] for v in (out, *inputs)]
-        text = count.text.data if isinstance(count, CExprAttr) else str(int_value(count))
-        self.w.line(f"v8_inline_{op.kind.data}({', '.join(names)}, {text});")
+        self.w.line(f"v8_inline_{op.kind.data}({', '.join(names)}, {self.elements(dims[0], per_token)});")
+
+    def elements(self, tokens: int, per_token: int) -> str:
+        """The element count of `tokens` rows: with the phase's run-time token count, n_tokens rows."""
+        if self.max_tokens is None or tokens != self.max_tokens:
+            return str(tokens * per_token)
+        return RUNTIME_TOKENS if per_token == 1 else f"{RUNTIME_TOKENS} * {per_token}"
 
 
 def int_value(attr: Attribute) -> int:
@@ -309,9 +406,21 @@ def inline_kinds(module: ModuleOp) -> dict[str, tuple[str, tuple[str, ...]]]:
 
 
 def headers(module: ModuleOp) -> list[str]:
-    items = array_items(module.attributes.get(HEADERS_ATTR))
-    found = [h.data for h in items if isinstance(h, StringAttr)] if items is not None else []
-    return sorted(set(found))
+    """The headers that declare the kernels the calls bind (relative to their maps' root)."""
+    return sorted({op.header.data for op in module.walk() if isinstance(op, KernelDeclOp)})
+
+
+ENTRY_NAMES = {EntryValue.POOL: "pool", EntryValue.N_PAST: "n_past", EntryValue.N_TOKENS: RUNTIME_TOKENS,
+               EntryValue.SCRATCH: "scratch", EntryValue.SCRATCH_BYTES: "scratch_bytes"}
+SLE = 3  # arith.cmpi's predicate number of `sle`
+
+
+def reads_pool(value: SSAValue) -> bool:
+    """Whether `value` is computed from the threadpool (the scratch function then uses `pool`)."""
+    owner = value.owner
+    if isinstance(owner, EntryValueOp):
+        return owner.entry is EntryValue.POOL
+    return isinstance(owner, Operation) and any(reads_pool(v) for v in owner.operands)
 
 
 PRELUDE = """\

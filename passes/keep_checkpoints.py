@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from v8passes.v8_pass import Pinning, V8Pass
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, FunctionType, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
-from xdsl.passes import ModulePass
 
 from v8dialect.diagnostics import V8Error, op_error
 from v8dialect.ir_types import array_items
@@ -60,10 +60,14 @@ def checkpoint_names(fn: func.FuncOp) -> list[str]:
 
 
 @dataclass(frozen=True)
-class KeepCheckpoints(ModulePass):
+class KeepCheckpoints(V8Pass):
     """Return every contract-bearing op's output from its phase (a checkpoint build)."""
 
     name = "keep-checkpoints"
+
+    # runs on GraphIR, resolved or not; the kept results change no resolution
+    pinned_before = Pinning.IF_RESOLVED
+    pinned_after = Pinning.IF_RESOLVED
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for inner in op.walk():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from v8passes.v8_pass import V8Pass
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
@@ -21,14 +22,11 @@ from xdsl.dialects.builtin import (
     StringAttr,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
-from xdsl.passes import ModulePass
 
 from v8dialect.diagnostics import V8Error, op_error
 from v8dialect.ir_types import ssa_value, tensor_type
 from v8dialect.lowered import AllocOp, KernelOp, ViewOp
 from v8dialect.ops import GraphOp, ReshapeOp
-from v8dialect.pinning import check_pinned
-from v8dialect.structure import check_structure
 
 # Properties of GraphIR ops that are not scalar parameters of the kernel.
 NOT_PARAMS = frozenset({"node", "phase", "contract", "execution", "requirement", "resolved"})
@@ -123,14 +121,11 @@ def lower_function(fn: func.FuncOp) -> None:
 
 
 @dataclass(frozen=True)
-class LowerToKernels(ModulePass):
+class LowerToKernels(V8Pass):
     """Turn resolved GraphIR ops into kernel invocations on buffers, pinned to the ledger."""
 
     name = "lower-to-kernels"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        check_structure(op, self.name)
-        check_pinned(op, self.name)
         for fn in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
             lower_function(fn)
-        check_pinned(op, self.name)

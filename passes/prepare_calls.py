@@ -7,8 +7,12 @@
 - Each ``v8.kernel`` becomes a ``v8.call`` whose arguments follow the map's
   ABI: buffers, dimension constants, the resolved contract's selector
   constant, the threadpool when the resolved execution says threadpool, and
-  the shared scratch region sized at run time by the map's scratch function.
-  Elementwise ops the printer owns become ``v8.inline``.
+  the shared scratch region sized at run time by the map's scratch function
+  (a ``v8.scratch_need``).  The entry point's values (pool, n_past, scratch)
+  and lengths derived from them are SSA values at the top of the phase (see
+  v8dialect/call_ready.py); every function a call binds gets one
+  ``v8.kernel_decl`` with its map's ABI as signature.  Elementwise ops the
+  printer owns become ``v8.inline``.
 - The functions bound must be the ones the kernel map binds and the ledger
   pinned; the pass checks both, and every op against the ledger.
 """
@@ -16,12 +20,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
+from v8passes.v8_pass import V8Pass
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DictionaryAttr,
     FunctionType,
     IndexType,
     IntegerAttr,
@@ -30,29 +35,27 @@ from xdsl.dialects.builtin import (
     StringAttr,
 )
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
-from xdsl.passes import ModulePass
 
 from v8dialect.abi_binding import BUFFER_ALIASES, BindingError, bind
-from v8dialect.contracts import load_registry
-from v8dialect.diagnostics import V8Error, data_error, op_error
-from v8dialect.jsondata import DataError
-from v8dialect.kernel_maps import KernelMapSet, load_kernel_maps
-from v8dialect.lowered import AllocOp, ArenaSliceOp, CallOp, CExprAttr, InlineOp, KernelOp, ViewOp
-from v8dialect.paths import option_paths
-from v8dialect.pinning import check_pinned
-from v8dialect.structure import check_structure
-from v8dialect.token_count import TokenCount, max_tokens
+from v8dialect.call_ready import KernelDeclOp, ir_type
+from v8dialect.call_values import FunctionValues, Tokens
+from v8dialect.diagnostics import V8Error, op_error
+from v8dialect.kernel_maps import KernelMap, KernelMapSet
+from v8dialect.lowered import (
+    ARENA_ATTR,
+    OUTPUTS_ATTR,
+    WRITTEN_ATTR,
+    AllocOp,
+    ArenaSliceOp,
+    CallOp,
+    InlineOp,
+    KernelOp,
+    ViewOp,
+)
+from v8dialect.pipeline_data import pipeline_data
+from v8dialect.token_count import max_tokens
 
 ALIGNMENT = 64
-MAPS_ATTR = "v8.kernel_maps"
-REGISTRY_ATTR = "v8.registry"
-ARENA_ATTR = "v8.arena_bytes"
-SCRATCH_ATTR = "v8.scratch_sizes"
-OUTPUTS_ATTR = "v8.outputs"
-CHECKS_ATTR = "v8.runtime_checks"
-WRITTEN_ATTR = "v8.written_args"
-HEADERS_ATTR = "v8.c_headers"
-SOURCES_ATTR = "v8.c_sources"
 
 ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}
 
@@ -122,12 +125,10 @@ def plan_arena(allocs: list[AllocOp], position: dict[Operation, int]) -> tuple[d
 class FunctionPreparation:
     fn: func.FuncOp
     maps: KernelMapSet
-    scratch_sizes: list[str]
-    checks: list[str]
-    headers: set[str]
-    sources: set[str]
+    decls: dict[str, KernelDeclOp]  # callee -> its declaration, shared by the module's phases
 
     def run(self) -> None:
+        self.tokens = Tokens(FunctionValues(self.fn.body.block), max_tokens(self.fn))
         written = self.written_arguments()
         outputs = self.bind_outputs()
         ops = list(self.fn.body.block.ops)
@@ -141,11 +142,10 @@ class FunctionPreparation:
         for op in ops:
             if isinstance(op, KernelOp):
                 self.replace(op, self.call_for(op))
+        self.tokens.values.drop_unused()
         self.fn.attributes[ARENA_ATTR] = IntegerAttr(arena, IndexType())
-        self.fn.attributes[SCRATCH_ATTR] = ArrayAttr([CExprAttr(StringAttr(s)) for s in self.scratch_sizes])
         self.fn.attributes[OUTPUTS_ATTR] = IntegerAttr(outputs, IndexType())
         self.fn.attributes[WRITTEN_ATTR] = ArrayAttr([IntegerAttr(i, IndexType()) for i in written])
-        self.fn.attributes[CHECKS_ATTR] = ArrayAttr([CExprAttr(StringAttr(c)) for c in self.checks])
 
     def written_arguments(self) -> list[int]:
         """Arguments a kernel updates in place, so the entry point takes them non-const: a KV
@@ -188,6 +188,11 @@ class FunctionPreparation:
         ret.erase()
         inputs = [a.type for a in block.args]
         self.fn.function_type = FunctionType.from_lists(inputs, [])
+        if self.fn.arg_attrs is not None:
+            # one entry per argument: the printer pairs them up and would drop the outputs
+            attrs = list(self.fn.arg_attrs.data)
+            attrs += [DictionaryAttr({})] * (len(inputs) - len(attrs))
+            self.fn.arg_attrs = ArrayAttr(attrs)
         return n_outputs
 
     def call_for(self, op: KernelOp) -> Operation:
@@ -204,21 +209,30 @@ class FunctionPreparation:
                 raise V8Error([op_error(op, f"prepare-calls: kernel map '{kmap.id}' binds {role} "
                                         f"'{bound}' but the resolution pinned '{pinned}'")])
         try:
-            call = bind(op, kmap, TokenCount(max_tokens(self.fn)))
+            call = bind(op, kmap, self.tokens)
         except BindingError as e:
             raise V8Error([op_error(op, f"prepare-calls: kernel '{kmap.id}': {e}")]) from None
-        if call.scratch_size and call.scratch_size not in self.scratch_sizes:
-            self.scratch_sizes.append(call.scratch_size)
-        self.checks += [c for c in call.checks if c not in self.checks]
-        self.headers.add(kmap.header)
-        root = Path(kmap.source).parent
-        while not (root / kmap.header).is_file() and root != root.parent:
-            root = root.parent  # the maps root: where header paths start
-        self.sources.update(str((root / src).resolve()) for src in kmap.sources)
+        if call.callee not in self.decls:
+            self.decls[call.callee] = self.declaration(op, kmap, call.callee)
         return CallOp.create(
-            operands=call.buffers,
+            operands=call.operands,
             properties={"callee": StringAttr(call.callee), "args": ArrayAttr(call.args), **common},
         )
+
+    @staticmethod
+    def declaration(op: KernelOp, kmap: KernelMap, callee: str) -> KernelDeclOp:
+        """The callee's C signature, as its kernel map's ABI gives it."""
+        params = [("pool", "v8_threadpool *")] if op.resolved.calls_threadpool else []
+        params += [(a.name, a.ctype) for a in kmap.abi_args]
+        try:
+            types = [ir_type(ctype) for _, ctype in params]
+            returns = ir_type(kmap.abi_returns)
+        except ValueError as e:
+            raise V8Error([op_error(op, f"prepare-calls: kernel map '{kmap.id}': {e}")]) from None
+        return KernelDeclOp.create(properties={
+            "sym_name": StringAttr(callee), "function_type": FunctionType.from_lists(types, [returns]),
+            "arg_names": ArrayAttr([StringAttr(name) for name, _ in params]),
+            "kernel": StringAttr(kmap.id), "header": StringAttr(kmap.header)})
 
     @staticmethod
     def replace(old: Operation, new: Operation) -> None:
@@ -233,33 +247,24 @@ class FunctionPreparation:
 
 
 @dataclass(frozen=True)
-class PrepareCalls(ModulePass):
+class PrepareCalls(V8Pass):
     """Plan each phase's arena and bind every kernel call to its C ABI."""
 
     name = "prepare-calls"
 
     kernel_maps: str | None = None
-    """Kernel-map locations (default: those resolve-contracts used, else the packaged ones)."""
-
-    def load_maps(self, module: ModuleOp) -> KernelMapSet:
-        recorded = module.attributes.get(MAPS_ATTR)
-        maps_option = self.kernel_maps or (recorded.data if isinstance(recorded, StringAttr) else None)
-        registry_attr = module.attributes.get(REGISTRY_ATTR)
-        registry_option = registry_attr.data if isinstance(registry_attr, StringAttr) else None
-        try:
-            registry = load_registry(option_paths(registry_option))
-            return load_kernel_maps(registry, option_paths(maps_option))
-        except DataError as e:
-            raise data_error(e, "kernel map") from None
+    """Kernel-map locations (default: those an earlier pass of the pipeline named, e.g.
+    resolve-contracts, else the packaged ones)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        check_structure(op, self.name)
-        check_pinned(op, self.name)
-        maps = self.load_maps(op)
-        headers: set[str] = set()
-        sources: set[str] = set()
+        maps = pipeline_data(ctx).kernel_maps()
+        decls: dict[str, KernelDeclOp] = {}
         for fn in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
-            FunctionPreparation(fn, maps, [], [], headers, sources).run()
-        op.attributes[HEADERS_ATTR] = ArrayAttr([StringAttr(h) for h in sorted(headers)])
-        op.attributes[SOURCES_ATTR] = ArrayAttr([StringAttr(s) for s in sorted(sources)])
-        check_pinned(op, self.name)
+            FunctionPreparation(fn, maps, decls).run()
+        # the declarations lead the module, by name
+        first = op.body.block.first_op
+        for name in sorted(decls):
+            if first is None:
+                op.body.block.add_op(decls[name])
+            else:
+                op.body.block.insert_op_before(decls[name], first)

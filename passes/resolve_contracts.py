@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
+from v8passes.v8_pass import Pinning, V8Pass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
-from xdsl.passes import ModulePass
 
 from v8dialect.attributes import ExecutionAttr, ResolvedAttr
 from v8dialect.contract_ir import differences
@@ -32,7 +32,6 @@ from v8dialect.kernel_maps import KernelMap, KernelMapSet, WorkPartition, load_k
 from v8dialect.ledger import graph_ops, node_key, write_ledger
 from v8dialect.ops import GraphOp
 from v8dialect.paths import option_paths
-from v8dialect.structure import check_structure
 
 MODES = ("bringup", "production")
 NEAREST_SHOWN = 3
@@ -259,10 +258,12 @@ def resolved_attr(kmap: KernelMap, contract: Contract, partition: WorkPartition,
 
 
 @dataclass(frozen=True)
-class ResolveContracts(ModulePass):
+class ResolveContracts(V8Pass):
     """Pick exactly one provider per contract-bearing op, or fail before any C exists."""
 
     name = "resolve-contracts"
+
+    pinned_before = Pinning.UNCHECKED  # it writes the ledger the later stages check
 
     registry: str | None = None
     """Contract registry files or folders, comma-separated (default: the packaged registries)."""
@@ -288,7 +289,6 @@ class ResolveContracts(ModulePass):
         return Resolver(registry, maps, production=self.mode == "production")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        check_structure(op, self.name)
         resolver = self.load()
         ledger: dict[str, ResolvedAttr] = {}
         errors: list[str] = []

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from v8passes.v8_pass import Pinning, V8Pass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Operation
-from xdsl.passes import ModulePass
 
 from v8dialect.attributes import ResolvedAttr
+from v8dialect.call_ready import SelectorAttr
 from v8dialect.diagnostics import V8Error, located
 from v8dialect.ledger import node_key, read_ledger, write_ledger
-from v8dialect.lowered import CallOp, CExprAttr
+from v8dialect.lowered import CallOp
 from v8dialect.pinning import pinned_ops
 
 RESOLVED_FIELDS = ("kernel", "contract", "selector", "oracle", "production", "threadpool")
@@ -33,10 +34,14 @@ def rewritten(resolved: ResolvedAttr, field: str, value: str) -> ResolvedAttr:
 
 
 @dataclass(frozen=True)
-class TestCorruptResolution(ModulePass):
+class TestCorruptResolution(V8Pass):
     """Test only: rewrite one pinned fact of one node."""
 
     name = "test-corrupt-resolution"
+
+    # it changes a pinned fact on purpose: the stages after it must refuse the module
+    pinned_before = Pinning.UNCHECKED
+    pinned_after = Pinning.UNCHECKED
 
     node: str = ""
     field: str = "kernel"
@@ -54,8 +59,7 @@ class TestCorruptResolution(ModulePass):
         if self.field == "callee" and isinstance(target, CallOp):
             target.properties["callee"] = StringAttr(self.value)
         elif self.field == "selector-arg" and isinstance(target, CallOp):
-            args = [CExprAttr(StringAttr(self.value))
-                    if isinstance(a, CExprAttr) and a.text.data.startswith("V8_") else a
+            args = [SelectorAttr(StringAttr(self.value)) if isinstance(a, SelectorAttr) else a
                     for a in target.args.data]
             target.properties["args"] = ArrayAttr(args)
         elif self.field in RESOLVED_FIELDS:

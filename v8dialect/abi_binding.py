@@ -2,9 +2,10 @@
 
 Every ABI argument is looked up by name among the values the invocation
 defines: its buffers (by role), its dimensions (from buffer shapes), its
-scalar parameters, and the entry point's runtime names (`pool`, `scratch`,
-`n_past`).  An argument nothing defines is an error — the binder never
-guesses.
+scalar parameters, and the entry point's own values (the pool, the scratch
+region, `n_past` and lengths derived from it, see v8dialect/call_values.py).
+An argument is an SSA value or a typed constant, never C text.  An argument
+nothing defines is an error — the binder never guesses.
 """
 
 from __future__ import annotations
@@ -27,14 +28,13 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, SSAValue
 
 from v8dialect.attributes import Mask, MaskAttr
+from v8dialect.call_ready import EntryValue, NullAttr, SelectorAttr
+from v8dialect.call_values import Arg, Tokens
 from v8dialect.kernel_maps import KernelMap
-from v8dialect.lowered import CExprAttr, KernelOp
-from v8dialect.token_count import TokenCount
+from v8dialect.lowered import KernelOp
 
 # ABI names that refer to a buffer under another role name
 BUFFER_ALIASES: Mapping[str, str] = {"y": "out", "pos": "positions"}
-
-WORKERS = "v8_threadpool_workers(pool)"
 
 
 class BindingError(Exception):
@@ -59,7 +59,7 @@ def _param_float(op: KernelOp, name: str) -> Attribute:
     return FloatAttr(value.value.data, f32)
 
 
-def _dims_attention(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+def _dims_attention(op: KernelOp, tokens: Tokens) -> dict[str, Arg]:
     t, h, d = shape_of(op.buffer("q"))
     hkv, capacity, _ = shape_of(op.buffer("k"))
     mask = op.params.data["mask"]
@@ -70,28 +70,27 @@ def _dims_attention(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
     return {
         "n_q": tokens.rows(t), "n_head": IntegerAttr(h, i64), "n_head_kv": IntegerAttr(hkv, i64),
         "head_dim": IntegerAttr(d, i64), "kv_capacity": IntegerAttr(capacity, i64),
-        "kv_len": CExprAttr(StringAttr(f"n_past + {tokens.text(t)}")),
-        "q_pos0": CExprAttr(StringAttr("n_past")),
+        "kv_len": tokens.after_past(t), "q_pos0": tokens.values.entry(EntryValue.N_PAST),
         "causal": IntegerAttr(causal, i32), "window": IntegerAttr(window_length, i64),
         "scale": _param_float(op, "scale"),
     }
 
 
-def _dims_projection(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+def _dims_projection(op: KernelOp, tokens: Tokens) -> dict[str, Arg]:
     t, k = shape_of(op.buffer("x"))
     n = shape_of(op.buffer("w"))[0]
     return {"m": tokens.rows(t), "n": IntegerAttr(n, i64), "k": IntegerAttr(k, i64)}
 
 
-def _dims_rmsnorm(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+def _dims_rmsnorm(op: KernelOp, tokens: Tokens) -> dict[str, Arg]:
     dims = shape_of(op.buffer("x"))
     return {"n_rows": tokens.rows(dims[0], _product(dims[1:-1])), "n": IntegerAttr(dims[-1], i64),
             "eps": _param_float(op, "eps")}
 
 
-def _dims_per_head(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+def _dims_per_head(op: KernelOp, tokens: Tokens) -> dict[str, Arg]:
     t, h, d = shape_of(op.buffer("x"))
-    values: dict[str, Attribute] = {
+    values: dict[str, Arg] = {
         "n_tokens": tokens.rows(t), "n_head": IntegerAttr(h, i64), "head_dim": IntegerAttr(d, i64)}
     if "eps" in op.params.data:
         values["eps"] = _param_float(op, "eps")
@@ -102,28 +101,26 @@ def _dims_per_head(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
         values["n_rot"] = IntegerAttr(n_dims.value.data, i64)
     sections = op.params.data.get("sections")
     if isinstance(sections, DenseArrayBase):
-        # a C99 compound literal: the section sizes live in the call itself
-        listed = ", ".join(str(int(v)) for v in sections.get_values())
-        values["sections"] = CExprAttr(StringAttr(f"(const int32_t[]){{{listed}}}"))
+        values["sections"] = sections  # a constant array: the section sizes live in the call itself
     return values
 
 
-def _dims_embedding(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+def _dims_embedding(op: KernelOp, tokens: Tokens) -> dict[str, Arg]:
     (t,) = shape_of(op.buffer("ids"))
     vocab, dim = shape_of(op.buffer("table"))
-    values: dict[str, Attribute] = {
+    values: dict[str, Arg] = {
         "n_tokens": tokens.rows(t), "n_vocab": IntegerAttr(vocab, i64), "dim": IntegerAttr(dim, i64)}
     if "scale" in op.params.data:  # a scaled-rows contract's fp32 scale
         values["scale"] = _param_float(op, "scale")
     return values
 
 
-def _dims_kv_store(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+def _dims_kv_store(op: KernelOp, tokens: Tokens) -> dict[str, Arg]:
     t, hkv, d = shape_of(op.buffer("rows"))
     capacity = shape_of(op.buffer("cache"))[1]
     return {"n_tokens": tokens.rows(t), "n_head_kv": IntegerAttr(hkv, i64),
             "head_dim": IntegerAttr(d, i64), "capacity": IntegerAttr(capacity, i64),
-            "pos0": CExprAttr(StringAttr("n_past"))}
+            "pos0": tokens.values.entry(EntryValue.N_PAST)}
 
 
 def _int_param(op: KernelOp, name: str) -> Attribute:
@@ -132,18 +129,18 @@ def _int_param(op: KernelOp, name: str) -> Attribute:
     return IntegerAttr(value.value.data, i64)
 
 
-def _dims_head_split(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+def _dims_head_split(op: KernelOp, tokens: Tokens) -> dict[str, Arg]:
     t, h, d = shape_of(op.buffer("out"))
     return {"n_tokens": tokens.rows(t), "n_head": IntegerAttr(h, i64),
             "head_dim": IntegerAttr(d, i64), "part": _int_param(op, "part"),
             "parts": _int_param(op, "parts")}
 
 
-def _dims_sigmoid_gate(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+def _dims_sigmoid_gate(op: KernelOp, tokens: Tokens) -> dict[str, Arg]:
     return {"n": _leading_rows(shape_of(op.buffer("lhs")), tokens)}
 
 
-def _dims_recurrent(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+def _dims_recurrent(op: KernelOp, tokens: Tokens) -> dict[str, Arg]:
     t = shape_of(op.buffer("qkv"))[0]
     hv, dv, dk = shape_of(op.buffer("ssm_state"))
     kernel = shape_of(op.buffer("conv_w"))[1]
@@ -153,31 +150,31 @@ def _dims_recurrent(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
             "eps": _param_float(op, "eps")}
 
 
-def _leading_rows(dims: tuple[int, ...], tokens: TokenCount) -> Attribute:
+def _leading_rows(dims: tuple[int, ...], tokens: Tokens) -> Arg:
     """Elements of an activation [tokens, ...]: its leading dim is the token count."""
     return tokens.rows(dims[0], _product(dims[1:]))
 
 
-def _dims_elementwise(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+def _dims_elementwise(op: KernelOp, tokens: Tokens) -> dict[str, Arg]:
     return {"n": _leading_rows(shape_of(op.buffer("x")), tokens)}
 
 
-def _dims_scale(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+def _dims_scale(op: KernelOp, tokens: Tokens) -> dict[str, Arg]:
     return {**_dims_elementwise(op, tokens), "factor": _param_float(op, "factor")}
 
 
-def _dims_rows(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+def _dims_rows(op: KernelOp, tokens: Tokens) -> dict[str, Arg]:
     """Row count and row length: a gated activation's arithmetic restarts at every row."""
     dims = shape_of(op.buffer("lhs"))
     return {"n_rows": tokens.rows(dims[0], _product(dims[1:-1])), "n": IntegerAttr(dims[-1], i64)}
 
 
-def _dims_patch_merge(op: KernelOp, tokens: TokenCount) -> dict[str, Attribute]:
+def _dims_patch_merge(op: KernelOp, tokens: Tokens) -> dict[str, Arg]:
     t, e = shape_of(op.buffer("x"))
     return {"n_tokens": tokens.rows(t), "dim": IntegerAttr(e, i64)}
 
 
-DIMENSIONS: Mapping[str, Callable[[KernelOp, TokenCount], dict[str, Attribute]]] = {
+DIMENSIONS: Mapping[str, Callable[[KernelOp, Tokens], dict[str, Arg]]] = {
     "attention": _dims_attention,
     "linear": _dims_projection,
     "logits": _dims_projection,
@@ -201,49 +198,48 @@ DIMENSIONS: Mapping[str, Callable[[KernelOp, TokenCount], dict[str, Attribute]]]
 @dataclass(frozen=True)
 class BoundCall:
     callee: str
-    args: list[Attribute]
-    buffers: list[SSAValue]
-    scratch_size: str | None  # a C expression, when the kernel needs scratch
-    checks: list[str]  # C conditions the entry point verifies before any kernel runs
+    args: list[Attribute]  # typed constants, and `index` integers naming operand #i
+    operands: list[SSAValue]  # buffers and the entry point's values, in first-use order
 
 
-def named_values(op: KernelOp, threadpool: bool, tokens: TokenCount) -> dict[str, Attribute]:
+def named_values(op: KernelOp, threadpool: bool, tokens: Tokens) -> dict[str, Arg]:
     dims = DIMENSIONS.get(op.kind.data)
     if dims is None:
         raise BindingError(f"no ABI binding for op kind '{op.kind.data}'")
-    workers: Attribute = CExprAttr(StringAttr(WORKERS)) if threadpool else IntegerAttr(1, i64)
-    values: dict[str, Attribute] = {
-        "contract": CExprAttr(StringAttr(op.resolved.word("selector"))),
-        "scratch": CExprAttr(StringAttr("scratch")),
-        "scratch_bytes": CExprAttr(StringAttr("scratch_bytes")),
+    values = tokens.values
+    workers: Arg = values.workers() if threadpool else IntegerAttr(1, i64)
+    named: dict[str, Arg] = {
+        "contract": SelectorAttr(StringAttr(op.resolved.word("selector"))),
+        "scratch": values.entry(EntryValue.SCRATCH),
+        "scratch_bytes": values.entry(EntryValue.SCRATCH_BYTES),
         "n_workers": workers,
         "parts": workers,
     }
-    values.update(dims(op, tokens))
-    return values
+    named.update(dims(op, tokens))
+    return named
 
 
-def bind(op: KernelOp, kmap: KernelMap, tokens: TokenCount | None = None) -> BoundCall:
-    """The call of `op` under `kmap`'s ABI; `tokens`: the phase's token count (constant by
-    default, or the entry point's n_tokens)."""
-    tokens = tokens or TokenCount()
+def bind(op: KernelOp, kmap: KernelMap, tokens: Tokens) -> BoundCall:
+    """The call of `op` under `kmap`'s ABI; `tokens`: the phase's token counts.  The scratch the
+    call needs and the conditions it relies on are recorded with the phase's values."""
     threadpool = op.resolved.calls_threadpool
     values = named_values(op, threadpool, tokens)
-    buffers: list[SSAValue] = []
-    args: list[Attribute] = [CExprAttr(StringAttr("pool"))] if threadpool else []
+    operands: list[SSAValue] = []
+    args: list[Attribute] = []
+    if threadpool:
+        args.append(_operand(tokens.values.entry(EntryValue.POOL), operands))
     for arg in kmap.abi_args:
-        args.append(_bind_arg(op, arg.name, arg.role, values, buffers))
-    callee = op.resolved.callee
-    scratch = None
+        args.append(_bind_arg(op, arg.name, arg.role, values, operands))
     if kmap.scratch_function:
         # the phase's scratch is sized once, before the call, for the most tokens it takes
-        sizing = named_values(op, threadpool, TokenCount()) if tokens.runtime else values
-        parts = [_c_text(sizing[a]) for a in kmap.scratch_args]
-        scratch = f"{kmap.scratch_function}({', '.join(parts)})"
-    return BoundCall(callee, args, buffers, scratch, runtime_checks(op, tokens))
+        sizing = named_values(op, threadpool, tokens.constant_counts()) if tokens.runtime else values
+        tokens.values.scratch_need(kmap.scratch_function, [_scratch_arg(sizing[a]) for a in kmap.scratch_args])
+    for check in runtime_checks(op, tokens):
+        tokens.values.require(check)
+    return BoundCall(op.resolved.callee, args, operands)
 
 
-def runtime_checks(op: KernelOp, tokens: TokenCount) -> list[str]:
+def runtime_checks(op: KernelOp, tokens: Tokens) -> list[SSAValue]:
     """New positions must fit the KV cache an attention or cache store touches."""
     match op.kind.data:
         case "attention":
@@ -252,31 +248,36 @@ def runtime_checks(op: KernelOp, tokens: TokenCount) -> list[str]:
             t, capacity = shape_of(op.buffer("rows"))[0], shape_of(op.buffer("cache"))[1]
         case _:
             return []
-    return [f"n_past + {tokens.text(t)} <= {capacity}"]
+    return [tokens.values.at_most(tokens.after_past(t), tokens.values.constant(capacity))]
 
 
-def _bind_arg(op: KernelOp, name: str, role: str, values: dict[str, Attribute],
-              buffers: list[SSAValue]) -> Attribute:
+def _operand(value: SSAValue, operands: list[SSAValue]) -> Attribute:
+    """The argument naming `value` as an operand of the call (each value once)."""
+    if value not in operands:
+        operands.append(value)
+    return IntegerAttr(operands.index(value), IndexType())
+
+
+def _bind_arg(op: KernelOp, name: str, role: str, values: dict[str, Arg],
+              operands: list[SSAValue]) -> Attribute:
     if role in ("input", "output", "weight", "kv_cache"):
         buffer_role = BUFFER_ALIASES.get(name, name)
         if op.has_role(buffer_role):
-            buffers.append(op.buffer(buffer_role))
-            return IntegerAttr(len(buffers) - 1, IndexType())
+            return _operand(op.buffer(buffer_role), operands)
         if name == "bias":
-            return CExprAttr(StringAttr("NULL"))
+            return NullAttr()
         raise BindingError(f"argument '{name}' ({role}) names no buffer of this '{op.kind.data}' op")
     if name in values:
-        return values[name]
+        value = values[name]
+        return _operand(value, operands) if isinstance(value, SSAValue) else value
     raise BindingError(f"cannot bind argument '{name}' ({role}) of a '{op.kind.data}' op")
 
 
-def _c_text(value: Attribute) -> str:
+def _scratch_arg(value: Arg) -> Arg:
     match value:
-        case CExprAttr():
-            return value.text.data
-        case IntegerAttr():
-            return str(value.value.data)
+        case SSAValue() | IntegerAttr():
+            return value
         case IntAttr():
-            return str(value.data)
+            return IntegerAttr(value.data, i64)
         case _:
             raise BindingError(f"scratch size argument {value} is not an integer expression")

@@ -8,8 +8,10 @@ pinned ``resolved`` attribute.
 
 Call-ready IR (after ``prepare-calls``): ``v8.arena_slice`` places a buffer at
 a planned offset of the phase's arena, ``v8.call`` is a C call with its
-complete argument list in the kernel map's ABI order, and ``v8.inline`` is an
-elementwise op the C printer writes itself.  Both keep ``resolved``.
+complete argument list in the kernel map's ABI order (SSA values and typed
+constants; the types, declarations and entry-point values are in
+v8dialect/call_ready.py), and ``v8.inline`` is an elementwise op the C
+printer writes itself.  Both keep ``resolved``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
-    FloatAttr,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -42,11 +43,20 @@ from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
 
 from v8dialect.attributes import PhaseAttr, ResolvedAttr
+from v8dialect.call_ready import CALL_READY_ATTRIBUTES, CALL_READY_OPS, check_args
+
+# What prepare-calls records on each phase function for the C printer and the program
+# builder: its arena size, output count and the arguments kernels write in place.
+ARENA_ATTR = "v8.arena_bytes"
+OUTPUTS_ATTR = "v8.outputs"
+WRITTEN_ATTR = "v8.written_args"
 
 
 @irdl_attr_definition
 class CExprAttr(ParametrizedAttribute):
-    """A C expression in the entry point's scope: a selector constant, `pool`, `n_past + 16`."""
+    """C text as an attribute.  No stage makes or reads one any more (call-ready IR is typed,
+    see v8dialect/call_ready.py) and the dialect does not register it; it stays only for
+    ``TokenCount.rows`` in token_count.py, which nothing in the pipeline calls."""
 
     name = "v8.cexpr"
 
@@ -148,43 +158,31 @@ class ArenaSliceOp(IRDLOperation):
     assembly_format = "$offset attr-dict `:` type($result)"
 
 
-CallArg = IntegerAttr | FloatAttr | CExprAttr
-
-
 @irdl_op_definition
 class CallOp(PinnedOp):
     """A C call in ABI order (call-ready IR).
 
-    Each entry of ``args`` is one C argument: an ``index`` integer names
-    operand #i (a buffer), an ``i64`` integer is a dimension constant, an
-    ``f32`` float a scalar parameter, and #v8.cexpr a C expression (the
-    selector constant, the threadpool, the scratch region, runtime lengths).
+    Each entry of ``args`` is one C argument: an ``index`` integer names operand #i (a buffer,
+    the pool, n_past or a length derived from it, the scratch region), any other entry is a
+    typed constant: an ``i64``/``i32`` integer, an ``f32`` float, the selector constant
+    (#v8.selector), #v8.null or a constant array.  ``callee`` names the call's v8.kernel_decl.
     """
 
     name = "v8.call"
 
     callee = prop_def(StringAttr)
     args = prop_def(ArrayAttr)
-    buffers = var_operand_def(MemRefType)
+    values = var_operand_def()
 
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
 
     assembly_format = (
-        "$callee $node $phase `(` $buffers `)` `args` $args `resolved` qualified($resolved) "
-        "attr-dict `:` type($buffers)"
+        "$callee $node $phase `(` $values `)` `args` $args `resolved` qualified($resolved) "
+        "attr-dict `:` type($values)"
     )
 
     def verify_(self) -> None:
-        for arg in self.args.data:
-            match arg:
-                case IntegerAttr(type=IndexType()):
-                    if not 0 <= arg.value.data < len(self.buffers):
-                        raise VerifyException(f"argument refers to buffer #{arg.value.data}, "
-                                              f"but the call has {len(self.buffers)}")
-                case IntegerAttr() | FloatAttr() | CExprAttr():
-                    pass
-                case _:
-                    raise VerifyException(f"unsupported call argument {arg}")
+        check_args(self, self.args, self.values)
 
 
 @irdl_op_definition
@@ -204,5 +202,6 @@ class InlineOp(PinnedOp):
     )
 
 
-LOWERED_OPS: list[type[Operation]] = [AllocOp, ViewOp, KernelOp, ArenaSliceOp, CallOp, InlineOp]
-LOWERED_ATTRIBUTES: list[type[Attribute]] = [CExprAttr]
+LOWERED_OPS: list[type[Operation]] = [AllocOp, ViewOp, KernelOp, ArenaSliceOp, CallOp, InlineOp,
+                                      *CALL_READY_OPS]
+LOWERED_ATTRIBUTES: list[type[Attribute]] = [*CALL_READY_ATTRIBUTES]

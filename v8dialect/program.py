@@ -12,27 +12,26 @@ Program whose phases take and return numpy arrays.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from io import StringIO
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func, get_all_dialects
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 
 from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, runtime_cdef
 from v8dialect.cbuild import build as compile_extension
 from v8dialect.dialect import V8
-from v8dialect.ir_types import array_items
 from v8dialect.ledger import read_ledger
-from v8dialect.lowered import KernelOp
+from v8dialect.lowered import OUTPUTS_ATTR, CallOp, KernelOp
 from v8dialect.ops import GraphOp, dtype_name
+from v8dialect.pipeline_data import pipeline_data
 from v8dialect.token_count import max_tokens, token_axes
 
 NUMPY_DTYPES: Mapping[str, Any] = {"f32": np.float32, "f16": np.uint16, "bf16": np.uint16,
@@ -139,14 +138,16 @@ class PhaseSignature:
 
 
 def signature(fn: func.FuncOp) -> PhaseSignature:
-    outputs_attr = fn.attributes.get("v8.outputs")
+    outputs_attr = fn.attributes.get(OUTPUTS_ATTR)
     assert isinstance(outputs_attr, IntegerAttr)
     n_out = outputs_attr.value.data
     buffers: list[Buffer] = []
     used: set[str] = set()
     limit = max_tokens(fn)
     axes = token_axes(fn)
-    for i, arg in enumerate(fn.body.block.args):
+    args = fn.body.block.args
+    first_output = len(args) - n_out
+    for i, arg in enumerate(args):
         assert isinstance(arg.type, MemRefType)
         dtype = dtype_name(arg.type.get_element_type())  # pyright: ignore
         shape = tuple(int(d) for d in arg.type.get_shape())  # pyright: ignore
@@ -157,10 +158,10 @@ def signature(fn: func.FuncOp) -> PhaseSignature:
             name += "_"
         used.add(name)
         # declared per input; every result of such a phase is an activation [tokens, ...]
-        axis = (axes[i] if i < len(axes) else 0) if limit is not None else None
+        axis = (axes[i] if i < min(first_output, len(axes)) else 0) if limit is not None else None
         buffers.append(Buffer(name, dtype, shape, axis))
-    split = len(buffers) - n_out
-    return PhaseSignature(fn.sym_name.data, tuple(buffers[:split]), tuple(buffers[split:]), limit)
+    return PhaseSignature(fn.sym_name.data, tuple(buffers[:first_output]), tuple(buffers[first_output:]),
+                          limit)
 
 
 Bytes = np.ndarray[Any, np.dtype[np.uint8]]
@@ -279,18 +280,22 @@ def build(module: ModuleOp | str, *, kernel_maps: str | None = None, registry: s
           mode: str = "bringup", name: str = "v8_model") -> Program:
     if isinstance(module, str):
         module = parse(module)
+    ctx = context()
+    data = pipeline_data(ctx)
+    data.select(registry=registry, kernel_maps=kernel_maps)
     PassPipeline(tuple(stages_needed(module, kernel_maps=kernel_maps, registry=registry,
-                                     mode=mode))).apply(context(), module)
+                                     mode=mode))).apply(ctx, module)
     c_source = emit_c(module)
     functions = [op for op in module.walk() if isinstance(op, func.FuncOp)]
     phases = {fn.sym_name.data: signature(fn) for fn in functions}
-    kernel_sources: Sequence[str] = [s.data for s in array_items(module.attributes.get("v8.c_sources"))
-                                     or () if isinstance(s, StringAttr)]
+    # the kernels' C sources come from the maps that bound the calls, not from the IR
+    kernel_sources = data.kernel_sources(sorted({op.resolved.word("kernel") for op in module.walk()
+                                                 if isinstance(op, CallOp)}))
     spec = CBuild(
         name=name,
         cdef=runtime_cdef() + "".join(p.cdef() for p in phases.values()),
         source=c_source,
         runtime_sources=RUNTIME_CORE_SOURCES,
-        extra_sources=tuple(Path(s) for s in kernel_sources),
+        extra_sources=tuple(kernel_sources),
     )
     return Program(compile_extension(spec), phases, c_source)

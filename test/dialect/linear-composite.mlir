@@ -27,6 +27,8 @@ func.func @prefill(%x: tensor<9x512xf32>, %w4: tensor<256x512x!v8.q4_k>, %w5: te
 // RESOLVED-SAME: "prefill::q5" = #v8.resolved<kernel = "q5_k_x_q8_k_auto_rows8_gemm", contract = "q5_k_x_q8_k_llamacpp_auto_rows8"
 // RESOLVED-SAME: partition = serial
 
-// CALLS: v8.call "v8_q4_k_auto_gemm_parallel_dispatch" "q4" prefill({{.*}}) args [#v8.cexpr<"pool">, #v8.cexpr<"V8_QL_Q4_K_X_Q8_K_LLAMACPP_AUTO_ROWS8">,
-// CALLS: v8.call "v8_q5_k_auto_gemm" "q5" prefill({{.*}}) args [#v8.cexpr<"V8_QL_Q5_K_X_Q8_K_LLAMACPP_AUTO_ROWS8">,
-// CALLS: v8.call "v8_q6_k_auto_gemm_parallel_dispatch" "logits" prefill({{.*}}) args [#v8.cexpr<"pool">, #v8.cexpr<"V8_QL_Q6_K_X_Q8_K_LLAMACPP_AUTO_ROWS8">,
+// CALLS: v8.kernel_decl @v8_q4_k_auto_gemm_parallel_dispatch (!v8.threadpool, i32,
+// CALLS: %[[POOL:.*]] = v8.entry_value pool : !v8.threadpool
+// CALLS: v8.call "v8_q4_k_auto_gemm_parallel_dispatch" "q4" prefill(%[[POOL]], {{.*}}) args [0 : index, #v8.selector<"V8_QL_Q4_K_X_Q8_K_LLAMACPP_AUTO_ROWS8">,
+// CALLS: v8.call "v8_q5_k_auto_gemm" "q5" prefill({{.*}}) args [#v8.selector<"V8_QL_Q5_K_X_Q8_K_LLAMACPP_AUTO_ROWS8">,
+// CALLS: v8.call "v8_q6_k_auto_gemm_parallel_dispatch" "logits" prefill(%[[POOL]], {{.*}}) args [0 : index, #v8.selector<"V8_QL_Q6_K_X_Q8_K_LLAMACPP_AUTO_ROWS8">,
