@@ -31,8 +31,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 # This checkout's compiler, not whichever one is installed (.pyright/v8passes is passes/).
 PYTHONPATH = [str(ROOT), str(ROOT / ".pyright")]
@@ -40,59 +38,17 @@ sys.path[:0] = PYTHONPATH
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "test" / "e2e"))
 
-E, H, HKV, D, FFN, VOCAB = 1024, 16, 8, 128, 3072, 32768
 # The same settings as bench/model_vs_llamacpp.py's v8 session.
 BUILD_FLAGS = ("--circuit", "qwen3", "--prefill-tokens", "64", "--kv-capacity", "2048",
                "--set", "weight_layout=ggml_repacked")
 OPT_FLAGS = ("--resolve-contracts", "--lower-to-kernels", "--prepare-calls", "-t", "c")
-# Bytes per 256-element super-block.
-BLOCK_BYTES = {"q4_k": 144, "q6_k": 210}
 
 
 def write_model(path: Path, layers: int) -> None:
     """The GGUF of bench/model_vs_llamacpp.py with zero weights (written in seconds)."""
-    import gguf
-    from model_vs_llamacpp import vocabulary
+    from model_vs_llamacpp import write_model as write_bench_model
 
-    w = gguf.GGUFWriter(str(path), "qwen3")
-    tokens, merges = vocabulary()
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_types([1] * len(tokens))
-    w.add_token_merges(merges)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    for key, value in {"block_count": layers, "context_length": 8192, "embedding_length": E,
-                       "feed_forward_length": FFN, "attention.head_count": H,
-                       "attention.head_count_kv": HKV, "attention.key_length": D,
-                       "attention.value_length": D, "vocab_size": VOCAB}.items():
-        w.add_uint32(f"qwen3.{key}", value)
-    w.add_float32("qwen3.attention.layer_norm_rms_epsilon", 1e-6)
-    w.add_float32("qwen3.rope.freq_base", 1e6)
-    qtype = {"q4_k": gguf.GGMLQuantizationType.Q4_K, "q6_k": gguf.GGMLQuantizationType.Q6_K}
-
-    def proj(name: str, n: int, k: int, kind: str) -> None:
-        blocks = np.zeros((n, k // 256 * BLOCK_BYTES[kind]), np.uint8)
-        w.add_tensor(name, blocks, raw_dtype=qtype[kind])
-
-    w.add_tensor("token_embd.weight", np.zeros((VOCAB, E), np.float32))
-    w.add_tensor("output_norm.weight", np.ones(E, np.float32))
-    for i in range(layers):
-        p = f"blk.{i}."
-        for name, n in (("attn_norm", E), ("ffn_norm", E), ("attn_q_norm", D), ("attn_k_norm", D)):
-            w.add_tensor(p + name + ".weight", np.ones(n, np.float32))
-        proj(p + "attn_q.weight", H * D, E, "q4_k")
-        proj(p + "attn_k.weight", HKV * D, E, "q4_k")
-        proj(p + "attn_v.weight", HKV * D, E, "q6_k")
-        proj(p + "attn_output.weight", E, H * D, "q4_k")
-        proj(p + "ffn_gate.weight", FFN, E, "q4_k")
-        proj(p + "ffn_up.weight", FFN, E, "q4_k")
-        proj(p + "ffn_down.weight", E, FFN, "q6_k")
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_bench_model(path, layers, zero=True)
 
 
 def cpu_seconds() -> float:

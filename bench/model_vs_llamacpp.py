@@ -55,14 +55,20 @@ def vocabulary() -> tuple[list[str], list[str]]:
     return tokens, merges
 
 
-def write_model(path: Path, layers: int, seed: int = 0) -> int:
-    """The GGUF; returns the weight bytes one decode token streams."""
+BLOCK_BYTES = {"q4_k": 144, "q6_k": 210}  # per 256-element super-block
+
+
+def write_model(path: Path, layers: int, seed: int = 0, zero: bool = False) -> int:
+    """The GGUF; returns the weight bytes one decode token streams.  `zero` writes zero
+    blocks and tensors instead of llama.cpp-quantized random ones (seconds, not minutes:
+    for timing the compile path, which never reads a weight)."""
     import gguf
 
-    from v8dialect.parity.ggml_ops import GgmlOps
-
-    g = GgmlOps()
     rng = np.random.default_rng(seed)
+    if not zero:
+        from v8dialect.parity.ggml_ops import GgmlOps
+
+        g = GgmlOps()
     w = gguf.GGUFWriter(str(path), "qwen3")
     tokens, merges = vocabulary()
     w.add_tokenizer_model("gpt2")
@@ -84,19 +90,22 @@ def write_model(path: Path, layers: int, seed: int = 0) -> int:
 
     def proj(name: str, n: int, k: int, kind: str) -> None:
         nonlocal streamed
-        values = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
-        blocks = g.quantize(kind, values)
+        if zero:
+            blocks = np.zeros((n, k // 256 * BLOCK_BYTES[kind]), np.uint8)
+        else:
+            blocks = g.quantize(kind, (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32))
         streamed += blocks.nbytes
         w.add_tensor(name, blocks, raw_dtype=qtype[kind])
 
-    table = rng.standard_normal((VOCAB, E)).astype(np.float32)
+    table = np.zeros((VOCAB, E), np.float32) if zero else rng.standard_normal((VOCAB, E)).astype(np.float32)
     w.add_tensor("token_embd.weight", table)
     streamed += table.nbytes  # the tied head reads the whole table every token
     w.add_tensor("output_norm.weight", np.ones(E, np.float32))
     for i in range(layers):
         p = f"blk.{i}."
         for name, n in (("attn_norm", E), ("ffn_norm", E), ("attn_q_norm", D), ("attn_k_norm", D)):
-            w.add_tensor(p + name + ".weight", (1 + 0.1 * rng.standard_normal(n)).astype(np.float32))
+            norm = np.ones(n) if zero else 1 + 0.1 * rng.standard_normal(n)
+            w.add_tensor(p + name + ".weight", norm.astype(np.float32))
         proj(p + "attn_q.weight", H * D, E, "q4_k")
         proj(p + "attn_k.weight", HKV * D, E, "q4_k")
         proj(p + "attn_v.weight", HKV * D, E, "q6_k")

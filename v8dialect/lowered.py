@@ -16,8 +16,6 @@ printer writes itself.  Both keep ``resolved``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
@@ -26,10 +24,9 @@ from xdsl.dialects.builtin import (
     MemRefType,
     StringAttr,
 )
-from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
-    irdl_attr_definition,
     irdl_op_definition,
     operand_def,
     prop_def,
@@ -37,8 +34,6 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import AttrParser
-from xdsl.printer import Printer
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
 
@@ -50,27 +45,6 @@ from v8dialect.call_ready import CALL_READY_ATTRIBUTES, CALL_READY_OPS, check_ar
 ARENA_ATTR = "v8.arena_bytes"
 OUTPUTS_ATTR = "v8.outputs"
 WRITTEN_ATTR = "v8.written_args"
-
-
-@irdl_attr_definition
-class CExprAttr(ParametrizedAttribute):
-    """C text as an attribute.  No stage makes or reads one any more (call-ready IR is typed,
-    see v8dialect/call_ready.py) and the dialect does not register it; it stays only for
-    ``TokenCount.rows`` in token_count.py, which nothing in the pipeline calls."""
-
-    name = "v8.cexpr"
-
-    text: StringAttr
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        with parser.in_angle_brackets():
-            return [StringAttr(parser.parse_str_literal())]
-
-    def print_parameters(self, printer: Printer) -> None:
-        printer.print_string("<")
-        printer.print_string_literal(self.text.data)
-        printer.print_string(">")
 
 
 @irdl_op_definition

@@ -9,14 +9,10 @@ call's, and its contract's arithmetic per row does not depend on the rows after 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, i64
-from xdsl.ir import Attribute
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr
 
 from v8dialect.ir_types import array_items
-from v8dialect.lowered import CExprAttr
 
 MAX_TOKENS_ATTR = "v8.max_tokens"
 TOKEN_AXIS_ATTR = "v8.token_axis"
@@ -36,27 +32,3 @@ def token_axes(fn: func.FuncOp) -> list[int | None]:
         axis = attrs.data.get(TOKEN_AXIS_ATTR) if isinstance(attrs, DictionaryAttr) else None
         found.append(axis.value.data if isinstance(axis, IntegerAttr) else None)
     return found
-
-
-@dataclass(frozen=True)
-class TokenCount:
-    """Row counts of a phase's activations: constants, or n_tokens times a constant when the
-    phase's token count is a run-time argument (`maximum`, the built count)."""
-
-    maximum: int | None = None
-
-    @property
-    def runtime(self) -> bool:
-        return self.maximum is not None
-
-    def rows(self, tokens: int, per_token: int = 1) -> Attribute:
-        """`tokens` leading rows of `per_token` each: an activation's leading dim is the
-        phase's token count, so with a run-time count it becomes n_tokens."""
-        if self.maximum is None or tokens != self.maximum:
-            return IntegerAttr(tokens * per_token, i64)
-        scaled = RUNTIME_TOKENS if per_token == 1 else f"{RUNTIME_TOKENS} * {per_token}"
-        return CExprAttr(StringAttr(scaled))
-
-    def text(self, tokens: int) -> str:
-        """The count as C text (e.g. in `n_past + n_tokens`)."""
-        return RUNTIME_TOKENS if self.maximum is not None and tokens == self.maximum else str(tokens)
