@@ -130,9 +130,7 @@ static void qr_tile_scalar(const qr_job *j, int64_t r0, int64_t r1, int64_t t0, 
 /* byte pair (2i, 2i+1) in every 16-bit lane: selects int16 lane i */
 #define QR_PAIR(i) ((short)(((2 * (i) + 1) << 8) | (2 * (i))))
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-#define QR_FN(name) name##_avx512
+/* The AVX-512 mapping, shared by the variants with and without VNNI. */
 #define QR_VI __m512i
 #define QR_CODES __m512i
 #define QR_SCALES __m512i
@@ -140,6 +138,11 @@ static void qr_tile_scalar(const qr_job *j, int64_t r0, int64_t r1, int64_t t0, 
 #define QR_HSUM(v) _mm512_reduce_add_epi32(v)
 #define QR_ZERO_I() _mm512_setzero_si512()
 #define QR_TO256(v) _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1))
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#define QR_FN(name) name##_avx512
+#define QR_DOT_ACC(acc, codes, a, scale) _mm512_add_epi32(acc, qr_chunk_dot_avx512(codes, a, scale))
 
 static inline __m512i qr_chunk_codes_avx512(const uint8_t *qs) {
     const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)qs));
@@ -168,6 +171,32 @@ static inline __m512i qr_chunk_dot_avx512(__m512i codes, const int8_t *a, __m512
 #include "quant_repacked/qr_token_kernels.inc"
 
 #undef QR_FN
+#undef QR_DOT_ACC
+#pragma GCC pop_options
+
+/* AVX-512 with VNNI: the same chunk decoding; each chunk's scaled pair sums
+ * accumulate with dpwssd (madd and add in one instruction, exact in int32),
+ * and the token-lane GEMM takes dpbusd.  Measured on AMD EPYC, 1 thread,
+ * repacked Q4_K GEMV with the matrix in cache: 10-14 GB/s with madd + add,
+ * 14-19 GB/s with dpwssd. */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+#define QR_FN(name) name##_avx512vnni
+#define qr_chunk_codes_avx512vnni qr_chunk_codes_avx512
+#define qr_chunk_scales_avx512vnni qr_chunk_scales_avx512
+#define qr_chunk_dot_avx512vnni qr_chunk_dot_avx512
+#define QR_DOT_ACC(acc, codes, a, scale) \
+    _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(codes, _mm512_loadu_si512((const void *)(a))), scale)
+#include "quant_repacked/qr_kernels.inc"
+#define V8_TL_AVX512VNNI
+#include "quant/token_lane_simd.h"
+#include "quant_repacked/qr_token_kernels.inc"
+#undef QR_FN
+#undef QR_DOT_ACC
+#undef qr_chunk_codes_avx512vnni
+#undef qr_chunk_scales_avx512vnni
+#undef qr_chunk_dot_avx512vnni
+#undef QRT_SCALES_MINS
 #undef QR_VI
 #undef QR_CODES
 #undef QR_SCALES
@@ -175,18 +204,6 @@ static inline __m512i qr_chunk_dot_avx512(__m512i codes, const int8_t *a, __m512
 #undef QR_HSUM
 #undef QR_ZERO_I
 #undef QR_TO256
-#pragma GCC pop_options
-
-/* AVX-512 with VNNI: the token-lane GEMM with dpbusd (the GEMV keeps the
- * maddubs row-pair walk of the plain AVX-512 variant). */
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
-#define QR_FN(name) name##_avx512vnni
-#define V8_TL_AVX512VNNI
-#include "quant/token_lane_simd.h"
-#include "quant_repacked/qr_token_kernels.inc"
-#undef QR_FN
-#undef QRT_SCALES_MINS
 #pragma GCC pop_options
 
 typedef struct {
@@ -203,6 +220,7 @@ typedef struct {
 #define QR_HSUM(v) QR_FN(qr_hsum8)(v)
 #define QR_ZERO_I() _mm256_setzero_si256()
 #define QR_TO256(v) (v)
+#define QR_DOT_ACC(acc, codes, a, scale) _mm256_add_epi32(acc, qr_chunk_dot_avx2(codes, a, scale))
 
 static inline qr_pair256 qr_chunk_codes_avx2(const uint8_t *qs) {
     const __m256i raw = _mm256_loadu_si256((const __m256i *)(const void *)qs);
@@ -250,9 +268,9 @@ static qr_variant qr_variant_for(int use_ref) {
     }
     switch (v8_cpu_best_isa()) {
     case V8_ISA_AVX512: {
-        const qr_variant v = {(v8_cpu_features() & V8_CPU_AVX512VNNI) ? qrt_tile_avx512vnni
-                                                                      : qrt_tile_avx512,
-                              qr_tile_avx512};
+        const int vnni = (v8_cpu_features() & V8_CPU_AVX512VNNI) != 0;
+        const qr_variant v = {vnni ? qrt_tile_avx512vnni : qrt_tile_avx512,
+                              vnni ? qr_tile_avx512vnni : qr_tile_avx512};
         return v;
     }
     case V8_ISA_AVX2: {
