@@ -39,11 +39,11 @@ pytest:
 	$(PYTEST) -m "not long" test/
 
 evidence-gate:
-	$(PYTHON) -m v8dialect.evidence_gate
+	$(PYTHON) -m v8dialect.evidence.gate
 
 # Rewrite registry and kernel-map statuses from the ledger of the last full run.
 evidence-update:
-	$(PYTHON) -m v8dialect.evidence_gate --update
+	$(PYTHON) -m v8dialect.evidence.gate --update
 
 # ---- validation gates: each builds the C and runs numerics --------------------------------
 

@@ -34,15 +34,15 @@ sys.path.insert(0, str(ROOT / "test" / "runtime_c" / "attention"))
 import online_model as M  # noqa: E402
 from timing import alternating  # noqa: E402
 
-from v8dialect.host import cpu_model  # noqa: E402
-from v8dialect.paths import runtime_c_dir  # noqa: E402
+from v8dialect.data.paths import runtime_c_dir  # noqa: E402
+from v8dialect.runtime.host import cpu_model  # noqa: E402
 
 
 def build():
     """The online providers, with the tiled and auto ones when their sources are there; every
     declaration read from the attention headers."""
-    from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, runtime_cdef
-    from v8dialect.cbuild import build as cbuild
+    from v8dialect.runtime.cbuild import RUNTIME_CORE_SOURCES, CBuild, runtime_cdef
+    from v8dialect.runtime.cbuild import build as cbuild
 
     have_tiled = (runtime_c_dir() / "attention" / "tiled.c").exists()
     if not have_tiled:

@@ -74,7 +74,7 @@ def command(module: str, *args: str) -> Callable[[], object]:
 
 def c_build(graph: Path, cache: Path, fresh: bool) -> float:
     """CPU-s of compiling the program of `graph` (the passes run first, not counted)."""
-    from v8dialect import program
+    from v8dialect.runtime import program
 
     os.environ["V8_BUILD_CACHE"] = str(cache)
     if fresh:
@@ -105,8 +105,8 @@ def one_size(work: Path, layers: int, repeat: int, with_c: bool) -> dict[str, fl
     if not gguf_path.exists():
         write_model(gguf_path, layers)
     graph, c_out = work / f"qwen3_{layers}.mlir", work / f"qwen3_{layers}.c"
-    build = command("v8dialect.builder", str(gguf_path), *BUILD_FLAGS, "-o", str(graph))
-    opt = command("v8dialect.opt", *OPT_FLAGS, str(graph), "-o", str(c_out))
+    build = command("v8dialect.builder.build", str(gguf_path), *BUILD_FLAGS, "-o", str(graph))
+    opt = command("v8dialect.driver.opt", *OPT_FLAGS, str(graph), "-o", str(c_out))
     cache = work / f"cache_{layers}"
     row = {"layers": layers,
            "v8_build": min(measured(build) for _ in range(repeat)),

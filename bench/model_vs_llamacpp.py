@@ -164,7 +164,7 @@ def prefill_rate(v8: Any, ll: Any, prompt: list[int], threads: int) -> tuple[flo
 
 def stream_roofline(threads: int) -> float:
     """GB/s of one read pass over 1 GiB (best of 5), split over `threads` workers."""
-    from v8dialect.cbuild import CBuild, build, runtime_cdef
+    from v8dialect.runtime.cbuild import CBuild, build, runtime_cdef
 
     header = ROOT / "bench" / "stream_read.h"
     mod = build(CBuild(name="v8_bench_stream", cdef=runtime_cdef(str(header)),
@@ -195,7 +195,7 @@ def peak_rss_mib(engine: str, model: Path, threads: int) -> float:
 def rss_child(engine: str, model: Path, threads: int) -> None:
     prompt = list(range(3, 67))
     if engine == "v8":
-        from v8dialect.model_session import ModelSession
+        from v8dialect.runtime.model_session import ModelSession
 
         v8 = ModelSession.open(model, "qwen3", prefill_tokens=64, kv_capacity=2048,
                                overrides=("weight_layout=ggml_repacked",), name="v8_bench")
@@ -233,8 +233,8 @@ def main() -> None:
     if args.rss_of:
         rss_child(args.rss_of, args.model, int(args.threads))
         return
-    from v8dialect.model_session import ModelSession
     from v8dialect.parity.llamacpp import LlamaCppModel, oracle_info
+    from v8dialect.runtime.model_session import ModelSession
 
     n_pasts = [int(n) for n in args.n_past.split(",")]
     prefills = [int(n) for n in args.prefill.split(",")]

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "test" / "runtim
 from ql_support import QL, GgmlLinear, bitexact, import_ggml, make_activation, make_weights  # noqa: E402
 from timing import alternating  # noqa: E402
 
-from v8dialect.host import cpu_model  # noqa: E402
+from v8dialect.runtime.host import cpu_model  # noqa: E402
 
 CASES = [("q4_k", 4096, 4096, 1), ("q4_k", 151936, 1024, 1), ("q4_k", 4096, 4096, 32),
          ("q6_k", 4096, 4096, 1), ("q6_k", 4096, 4096, 32)]

@@ -6,7 +6,7 @@ Per phase (function) it prints an entry point
                       void *scratch, size_t scratch_bytes, <inputs...>, <outputs...>);
 
 (a decoder's prefill also takes ``int64_t n_tokens`` after ``n_past``: its token count at run
-time, at most the built one; see v8dialect/token_count.py)
+time, at most the built one; see v8dialect/ir/token_count.py)
 
 plus ``<phase>_arena_bytes()`` and ``<phase>_scratch_bytes(pool)``.  Each
 ``v8.call`` becomes one call of the bound production or threadpool function
@@ -45,7 +45,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.utils.target import Target
 
-from v8dialect.call_ready import (
+from v8dialect.diagnostics import V8Error, located, op_error
+from v8dialect.ir.call_ready import (
     EntryValue,
     EntryValueOp,
     KernelDeclOp,
@@ -56,12 +57,11 @@ from v8dialect.call_ready import (
     WorkersOp,
     signature_problems,
 )
-from v8dialect.diagnostics import V8Error, located, op_error
-from v8dialect.ir_types import array_items, memref_type
-from v8dialect.lowered import ARENA_ATTR, OUTPUTS_ATTR, WRITTEN_ATTR, ArenaSliceOp, CallOp, InlineOp, ViewOp
-from v8dialect.ops import dtype_name
-from v8dialect.pinning import check_pinned
-from v8dialect.token_count import RUNTIME_TOKENS, max_tokens
+from v8dialect.ir.lowered import ARENA_ATTR, OUTPUTS_ATTR, WRITTEN_ATTR, ArenaSliceOp, CallOp, InlineOp, ViewOp
+from v8dialect.ir.narrowing import array_items, memref_type
+from v8dialect.ir.ops import dtype_name
+from v8dialect.ir.pinning import check_pinned
+from v8dialect.ir.token_count import RUNTIME_TOKENS, max_tokens
 
 STAGE = "emit-c"
 

@@ -10,7 +10,7 @@
   the shared scratch region sized at run time by the map's scratch function
   (a ``v8.scratch_need``).  The entry point's values (pool, n_past, scratch)
   and lengths derived from them are SSA values at the top of the phase (see
-  v8dialect/call_ready.py); every function a call binds gets one
+  v8dialect/ir/call_ready.py); every function a call binds gets one
   ``v8.kernel_decl`` with its map's ABI as signature.  Elementwise ops the
   printer owns become ``v8.inline``.
 - The functions bound must be the ones the kernel map binds and the ledger
@@ -36,12 +36,11 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
-from v8dialect.abi_binding import BUFFER_ALIASES, BindingError, bind
-from v8dialect.call_ready import KernelDeclOp, ir_type
-from v8dialect.call_values import FunctionValues, Tokens
+from v8dialect.data.kernel_maps import KernelMap, KernelMapSet
+from v8dialect.data.pipeline_data import pipeline_data
 from v8dialect.diagnostics import V8Error, op_error
-from v8dialect.kernel_maps import KernelMap, KernelMapSet
-from v8dialect.lowered import (
+from v8dialect.ir.call_ready import KernelDeclOp, ir_type
+from v8dialect.ir.lowered import (
     ARENA_ATTR,
     OUTPUTS_ATTR,
     WRITTEN_ATTR,
@@ -52,8 +51,9 @@ from v8dialect.lowered import (
     KernelOp,
     ViewOp,
 )
-from v8dialect.pipeline_data import pipeline_data
-from v8dialect.token_count import max_tokens
+from v8dialect.ir.token_count import max_tokens
+from v8dialect.lowering.abi_binding import BUFFER_ALIASES, BindingError, bind
+from v8dialect.lowering.call_values import FunctionValues, Tokens
 
 ALIGNMENT = 64
 
@@ -61,7 +61,7 @@ ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}
 
 
 def element_bytes(memref: MemRefType[Attribute]) -> int:
-    from v8dialect.ops import dtype_name
+    from v8dialect.ir.ops import dtype_name
 
     name = dtype_name(memref.get_element_type())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
     if name not in ELEMENT_BYTES:

@@ -23,15 +23,15 @@ from v8passes.v8_pass import Pinning, V8Pass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 
-from v8dialect.attributes import ExecutionAttr, ResolvedAttr
-from v8dialect.contract_ir import differences
-from v8dialect.contracts import Contract, ContractRegistry, load_registry
+from v8dialect.data.contracts import Contract, ContractRegistry, load_registry
+from v8dialect.data.jsondata import DataError
+from v8dialect.data.kernel_maps import KernelMap, KernelMapSet, WorkPartition, load_kernel_maps
+from v8dialect.data.paths import option_paths
 from v8dialect.diagnostics import V8Error, data_error, op_error
-from v8dialect.jsondata import DataError
-from v8dialect.kernel_maps import KernelMap, KernelMapSet, WorkPartition, load_kernel_maps
-from v8dialect.ledger import graph_ops, node_key, write_ledger
-from v8dialect.ops import GraphOp
-from v8dialect.paths import option_paths
+from v8dialect.ir.attributes import ExecutionAttr, ResolvedAttr
+from v8dialect.ir.contract_ir import differences
+from v8dialect.ir.ledger import graph_ops, node_key, write_ledger
+from v8dialect.ir.ops import GraphOp
 
 MODES = ("bringup", "production")
 NEAREST_SHOWN = 3

@@ -17,12 +17,12 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Operation
 
-from v8dialect.attributes import ResolvedAttr
-from v8dialect.call_ready import SelectorAttr
 from v8dialect.diagnostics import V8Error, located
-from v8dialect.ledger import node_key, read_ledger, write_ledger
-from v8dialect.lowered import CallOp
-from v8dialect.pinning import pinned_ops
+from v8dialect.ir.attributes import ResolvedAttr
+from v8dialect.ir.call_ready import SelectorAttr
+from v8dialect.ir.ledger import node_key, read_ledger, write_ledger
+from v8dialect.ir.lowered import CallOp
+from v8dialect.ir.pinning import pinned_ops
 
 RESOLVED_FIELDS = ("kernel", "contract", "selector", "oracle", "production", "threadpool")
 

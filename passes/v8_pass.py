@@ -8,7 +8,7 @@ says how it stands to the ledger (``pinned_before``, ``pinned_after``); none cal
 itself.
 
 A pass's ``registry`` and ``kernel_maps`` options, when it has them, name the data of the
-pipeline (see v8dialect/pipeline_data.py) before it runs.
+pipeline (see v8dialect/data/pipeline_data.py) before it runs.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from v8dialect.ledger import read_ledger
-from v8dialect.pinning import check_pinned
-from v8dialect.pipeline_data import pipeline_data
-from v8dialect.structure import check_structure
+from v8dialect.data.pipeline_data import pipeline_data
+from v8dialect.ir.ledger import read_ledger
+from v8dialect.ir.pinning import check_pinned
+from v8dialect.ir.structure import check_structure
 
 
 class Pinning(Enum):

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from v8dialect.evidence import Evidence, Outcome, Rung, record
+from v8dialect.evidence.record import Evidence, Outcome, Rung, record
 
 
 @pytest.fixture

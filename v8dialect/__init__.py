@@ -2,7 +2,7 @@
 
 ``v8dialect.build(module)`` compiles a module (GraphIR text or an xDSL module,
 at any stage) to native code and returns a Program whose phases run on numpy
-arrays; see ``v8dialect.program``.  Imported lazily so that loading the
+arrays; see ``v8dialect.runtime.program``.  Imported lazily so that loading the
 dialect (e.g. as an xDSL plugin) does not pull in cffi or numpy.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 def __getattr__(name: str) -> Any:
     if name == "build":
-        from v8dialect.program import build
+        from v8dialect.runtime.program import build
 
         return build
     raise AttributeError(f"module 'v8dialect' has no attribute '{name}'")

@@ -15,8 +15,8 @@ from xdsl.dialects.builtin import CallSiteLoc, FileLineColLoc, FusedLoc, NameLoc
 from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import DiagnosticException
 
-from v8dialect.ir_types import array_items
-from v8dialect.jsondata import DataError
+from v8dialect.data.jsondata import DataError
+from v8dialect.ir.narrowing import array_items
 
 EXCERPT_WIDTH = 120  # contract attributes make long lines; the op's start is what matters
 

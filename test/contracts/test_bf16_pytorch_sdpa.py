@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.evidence.record import Outcome, Rung
 
 CONTRACT = "bf16_pytorch_sdpa"
 

@@ -74,7 +74,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory, evidence_session: Any) -> It
 @pytest.fixture(scope="session")
 def evidence_session() -> Any:
     """Records an unresolved stitched rung when a backend the e2e tests need is missing."""
-    from v8dialect.evidence import Evidence, Outcome, Rung, record
+    from v8dialect.evidence.record import Evidence, Outcome, Rung, record
 
     def _record(reason: str) -> None:
         record(Evidence(rung=Rung.STITCHED, status=Outcome.UNRESOLVED,

@@ -269,8 +269,8 @@ def build_program(gguf_path: Path, circuit: str, prefill_tokens: int,
     from xdsl.dialects.builtin import FloatAttr, StringAttr
     from xdsl.dialects.func import FuncOp
 
-    from v8dialect.builder import main
-    from v8dialect.program import build, parse
+    from v8dialect.builder.build import main
+    from v8dialect.runtime.program import build, parse
 
     out = out_dir / f"{circuit}_{prefill_tokens}.mlir"
     # the numpy decoders model the portable contracts (swiglu_fp32_expf, geglu_fp32_tanh, ...)
@@ -313,7 +313,7 @@ def build_program(gguf_path: Path, circuit: str, prefill_tokens: int,
 
 def load_transformed(values: np.ndarray, transforms: dict[str, float]) -> np.ndarray:
     """Apply the argument's load transforms as the model session does."""
-    from v8dialect.model_session import transformed
+    from v8dialect.runtime.model_session import transformed
 
     return transformed(values, transforms)
 

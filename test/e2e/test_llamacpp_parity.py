@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import e2e_support as S  # noqa: E402
 
-from v8dialect.evidence import Outcome, Rung  # noqa: E402
+from v8dialect.evidence.record import Outcome, Rung  # noqa: E402
 
 FAMILIES = ("qwen3", "qwen2", "nanbeige", "gemma3", "qwen3vl", "qwen35")
 PROMPT, DECODE = 16, 16
@@ -179,7 +179,7 @@ def test_planted_difference_is_named(models: dict[str, Path], tmp_path: Path,
     """One contract swapped (SwiGLU with libm's expf instead of ggml's vector exp): the tool
     exits 1 and names that op, its contract and provider, after the ops before it matched."""
     oracle_or_unresolved(evidence, "qwen3")
-    from v8dialect.paths import circuits_dir
+    from v8dialect.data.paths import circuits_dir
 
     circuit = json.loads((circuits_dir() / "qwen3.json").read_text())
     for choice in (*circuit["requirements"]["swiglu"]["prefill"],

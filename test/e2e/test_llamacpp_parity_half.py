@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import e2e_support as S  # noqa: E402
 
-from v8dialect.evidence import Outcome, Rung  # noqa: E402
+from v8dialect.evidence.record import Outcome, Rung  # noqa: E402
 
 PROMPT, DECODE = 16, 4
 DTYPES = ("f16", "bf16")

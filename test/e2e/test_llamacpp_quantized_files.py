@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import e2e_support as S  # noqa: E402
 
-from v8dialect.evidence import Outcome, Rung  # noqa: E402
+from v8dialect.evidence.record import Outcome, Rung  # noqa: E402
 
 PROMPT, DECODE = 16, 8
 FILE_TYPES = ("Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K")
@@ -141,7 +141,7 @@ def test_q4_0_contract_follows_weight_layout(root: Path) -> None:
     found: dict[str, tuple[int, int]] = {}
     for layout in ("ggml_repacked", "plain"):
         out = root / f"q4_0-{layout}.mlir"
-        proc = subprocess.run([sys.executable, "-m", "v8dialect.builder", str(path), "--circuit",
+        proc = subprocess.run([sys.executable, "-m", "v8dialect.builder.build", str(path), "--circuit",
                                "qwen3", "--set", f"weight_layout={layout}", "-o", str(out)],
                               capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -164,7 +164,7 @@ def test_gemma3_token_table_keeps_its_type(root: Path, width: int) -> None:
         path, _ = quantized(root, "gemma3", width, file_type)
         table = tensor_types(path)["token_embd"]
         out = root / f"gemma3-{width}-{file_type}.mlir"
-        proc = subprocess.run([sys.executable, "-m", "v8dialect.builder", str(path), "--circuit",
+        proc = subprocess.run([sys.executable, "-m", "v8dialect.builder.build", str(path), "--circuit",
                                "gemma3", "-o", str(out)],
                               capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stdout + proc.stderr

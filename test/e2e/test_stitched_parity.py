@@ -22,7 +22,7 @@ import pytest
 from conftest import Cases
 from e2e_support import DECODE_STEPS, PREFILL_TOKENS, VOCAB, max_abs, same_bits
 
-from v8dialect.evidence import Rung
+from v8dialect.evidence.record import Rung
 
 FAMILIES = ["qwen3", "qwen2", "nanbeige", "gemma3"]
 WORKERS = [1, 2]

@@ -38,7 +38,7 @@ from e2e_support import (
     tokens,
 )
 
-from v8dialect.evidence import Rung
+from v8dialect.evidence.record import Rung
 
 FAMILIES = ["qwen3vl", "qwen35"]
 WORKERS = [1, 2]

@@ -17,12 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from v8dialect.builder import main as build_main
-from v8dialect.contract_ir import main as contract_ir_main
-from v8dialect.opt import main as opt_main
-from v8dialect.opt import main as opt_main_entry
+from v8dialect.builder.build import main as build_main
+from v8dialect.driver.opt import main as opt_main
+from v8dialect.driver.opt import main as opt_main_entry
+from v8dialect.driver.run import main as run_main
+from v8dialect.ir.contract_ir import main as contract_ir_main
 from v8dialect.parity.cli import main as parity_main
-from v8dialect.run_cli import main as run_main
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -152,7 +152,7 @@ def gguf_target(data: bytes, folder: Path) -> Outcome:
 
 
 def contract_id_target(data: bytes, folder: Path) -> Outcome:
-    """`python -m v8dialect.contract_ir ID...`: NUL-separated ids, any bytes a shell can pass."""
+    """`python -m v8dialect.ir.contract_ir ID...`: NUL-separated ids, any bytes a shell can pass."""
     del folder
     ids = [part.decode("utf-8", "surrogateescape") for part in data.split(b"\0")]
     return call(contract_ir_main, ids)

@@ -1,6 +1,6 @@
 """Mutated MLIR, registries, kernel maps, circuits, config JSON and GGUF files through v8-opt and
 v8-build, mutated command lines of v8-opt, v8-build, v8-parity and v8-run, and mutated contract
-ids through `python -m v8dialect.contract_ir`: exit 0, or exit 1 with a located error; never an
+ids through `python -m v8dialect.ir.contract_ir`: exit 0, or exit 1 with a located error; never an
 exception, never over two seconds.
 
 Bounded for `make test` (V8_FUZZ_EXAMPLES per target, default 12, derandomized); `make fuzz`

@@ -26,8 +26,9 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.passes import PassPipeline
 
-from v8dialect.builder import build_from_file
-from v8dialect.call_ready import (
+from v8dialect.builder.build import build_from_file
+from v8dialect.diagnostics import V8Error
+from v8dialect.ir.call_ready import (
     EntryValue,
     EntryValueOp,
     KernelDeclOp,
@@ -38,10 +39,9 @@ from v8dialect.call_ready import (
     ThreadpoolType,
     ir_type,
 )
-from v8dialect.diagnostics import V8Error
-from v8dialect.dialect import V8
-from v8dialect.lowered import CallOp
-from v8dialect.program import context, parse
+from v8dialect.ir.dialect import V8
+from v8dialect.ir.lowered import CallOp
+from v8dialect.runtime.program import context, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "test" / "Inputs" / "circuits"))

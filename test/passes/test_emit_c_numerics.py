@@ -1,6 +1,6 @@
 """A resolved graph (RMSNorm -> fp32 linear -> residual add -> SwiGLU) through the emitted C.
 
-The program is built by v8dialect.program (every pass, the C printer, gcc through
+The program is built by v8dialect.runtime.program (every pass, the C printer, gcc through
 cffi) and compared with an independent numpy model of the same contracts,
 written from their registry descriptions: bit-exact, since every contract
 here pins its order.  Threadpool runs at 1, 2, 3, 4 and 8 workers must give
@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.contract_ir import to_attr
-from v8dialect.contracts import load_registry
-from v8dialect.evidence import Rung
-from v8dialect.program import Program, build
+from v8dialect.data.contracts import load_registry
+from v8dialect.evidence.record import Rung
+from v8dialect.ir.contract_ir import to_attr
+from v8dialect.runtime.program import Program, build
 
 F32 = np.float32
 Array = np.ndarray[Any, Any]

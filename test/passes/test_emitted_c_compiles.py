@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from v8dialect.paths import runtime_include_dir
+from v8dialect.data.paths import runtime_include_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ["--resolve-contracts", "--lower-to-kernels", "--prepare-calls", "-t", "c"]

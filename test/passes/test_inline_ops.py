@@ -1,7 +1,7 @@
 """The printer-owned elementwise ops, each ISA variant against an independent numpy model.
 
 Each inline kernel map (residual add, SwiGLU, GeGLU) is exercised through a
-one-op module built by v8dialect.program, at every ISA variant the CPU has
+one-op module built by v8dialect.runtime.program, at every ISA variant the CPU has
 (restricted with v8_cpu_restrict) and at lengths that leave vector tails.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.contract_ir import to_attr
-from v8dialect.contracts import load_registry
-from v8dialect.evidence import Rung
-from v8dialect.program import Program, build
+from v8dialect.data.contracts import load_registry
+from v8dialect.evidence.record import Rung
+from v8dialect.ir.contract_ir import to_attr
+from v8dialect.runtime.program import Program, build
 
 F32 = np.float32
 Array = np.ndarray[Any, Any]

@@ -16,8 +16,8 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import PassPipeline
 
 from v8dialect.diagnostics import V8Error
-from v8dialect.lowered import KernelOp
-from v8dialect.program import context, parse
+from v8dialect.ir.lowered import KernelOp
+from v8dialect.runtime.program import context, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "qwen3_layer.mlir"

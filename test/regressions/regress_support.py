@@ -1,7 +1,7 @@
 """Staging shared by the regression tests.
 
 Each regression builds a defective provider for real: a small C wrapper
-compiled through ``v8dialect.cbuild`` next to the packaged kernels, a kernel
+compiled through ``v8dialect.runtime.cbuild`` next to the packaged kernels, a kernel
 map for it in a temporary folder (with a copy of the packaged header that
 declares the wrapper, because the loader checks every bound function against
 the map's header), and evidence written to a temporary ledger.  The packaged
@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from v8dialect.c_abi import constants, declared_in, parse_headers
-from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
-from v8dialect.contracts import ContractRegistry
-from v8dialect.evidence import entries
-from v8dialect.evidence_gate import LedgerIndex, problems
-from v8dialect.kernel_maps import KernelMapSet
-from v8dialect.paths import runtime_c_dir
+from v8dialect.data.c_abi import constants, declared_in, parse_headers
+from v8dialect.data.contracts import ContractRegistry
+from v8dialect.data.kernel_maps import KernelMapSet
+from v8dialect.data.paths import runtime_c_dir
+from v8dialect.evidence.gate import LedgerIndex, problems
+from v8dialect.evidence.record import entries
+from v8dialect.runtime.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME = runtime_c_dir()

@@ -30,18 +30,18 @@ import pytest
 import regress_support as S
 from v8passes.resolve_contracts import ResolveContracts
 
-import v8dialect.contracts
-import v8dialect.evidence_gate
-import v8dialect.kernel_maps
-from v8dialect.contract_ir import to_attr
-from v8dialect.contracts import load_registry
+import v8dialect.data.contracts
+import v8dialect.data.kernel_maps
+import v8dialect.evidence.gate
+from v8dialect.data.contracts import load_registry
+from v8dialect.data.kernel_maps import load_kernel_maps
+from v8dialect.data.paths import circuits_dir, contracts_dir
 from v8dialect.diagnostics import V8Error
-from v8dialect.evidence import Evidence, Outcome, Rung, record
-from v8dialect.evidence_gate import main as gate_main
-from v8dialect.kernel_maps import load_kernel_maps
-from v8dialect.ledger import read_ledger
-from v8dialect.paths import circuits_dir, contracts_dir
-from v8dialect.program import parse
+from v8dialect.evidence.gate import main as gate_main
+from v8dialect.evidence.record import Evidence, Outcome, Rung, record
+from v8dialect.ir.contract_ir import to_attr
+from v8dialect.ir.ledger import read_ledger
+from v8dialect.runtime.program import parse
 
 SINGLE = "f16_online_single_range"
 A_ID, B_ID = "attn_online_f16kv", S.SINGLE_VIA_SPLIT_ID
@@ -92,9 +92,9 @@ def staged(tmp_path: Path, kern: S.Kernels, monkeypatch: pytest.MonkeyPatch) -> 
     no_code = shutil.ignore_patterns("*.py", "__pycache__")
     shutil.copytree(contracts_dir(), registry, ignore=no_code)
     shutil.copytree(circuits_dir(), circuits, ignore=no_code)
-    monkeypatch.setattr(v8dialect.kernel_maps, "runtime_c_dir", lambda: maps)
-    monkeypatch.setattr(v8dialect.contracts, "contracts_dir", lambda: registry)
-    monkeypatch.setattr(v8dialect.evidence_gate, "circuits_dir", lambda: circuits)
+    monkeypatch.setattr(v8dialect.data.kernel_maps, "runtime_c_dir", lambda: maps)
+    monkeypatch.setattr(v8dialect.data.contracts, "contracts_dir", lambda: registry)
+    monkeypatch.setattr(v8dialect.evidence.gate, "circuits_dir", lambda: circuits)
     assert {m.id: m.status for m in load_kernel_maps(load_registry()).maps} == {
         A_ID: "validated", B_ID: "validated"}
     yield Staged(maps, registry, kern)

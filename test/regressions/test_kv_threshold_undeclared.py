@@ -25,11 +25,11 @@ import numpy as np
 import pytest
 import regress_support as S
 
-from v8dialect.contracts import load_registry
-from v8dialect.evidence import Rung
-from v8dialect.evidence_gate import earned_provider_status
-from v8dialect.jsondata import DataError
-from v8dialect.kernel_maps import load_kernel_maps
+from v8dialect.data.contracts import load_registry
+from v8dialect.data.jsondata import DataError
+from v8dialect.data.kernel_maps import load_kernel_maps
+from v8dialect.evidence.gate import earned_provider_status
+from v8dialect.evidence.record import Rung
 
 H, HKV, D, CAP = 8, 2, 128, 1024
 KV_LENGTHS = (255, 256, 257, 511, 512, 513)

@@ -27,12 +27,12 @@ import regress_support as S
 from v8passes.resolve_contracts import ResolveContracts
 from xdsl.dialects.builtin import ModuleOp
 
-from v8dialect.contract_ir import to_attr
-from v8dialect.contracts import load_registry
-from v8dialect.evidence import Rung
-from v8dialect.kernel_maps import load_kernel_maps
-from v8dialect.ledger import read_ledger
-from v8dialect.program import parse
+from v8dialect.data.contracts import load_registry
+from v8dialect.data.kernel_maps import load_kernel_maps
+from v8dialect.evidence.record import Rung
+from v8dialect.ir.contract_ir import to_attr
+from v8dialect.ir.ledger import read_ledger
+from v8dialect.runtime.program import parse
 
 H, HKV, D, CAP = 8, 2, 128, 1024
 T = 20            # prefill tokens

@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 import regress_support as S
 
-from v8dialect.c_abi import constants
-from v8dialect.contracts import load_registry
-from v8dialect.evidence import Rung
-from v8dialect.evidence_gate import earned_provider_status
-from v8dialect.jsondata import DataError
-from v8dialect.kernel_maps import load_kernel_maps
+from v8dialect.data.c_abi import constants
+from v8dialect.data.contracts import load_registry
+from v8dialect.data.jsondata import DataError
+from v8dialect.data.kernel_maps import load_kernel_maps
+from v8dialect.evidence.gate import earned_provider_status
+from v8dialect.evidence.record import Rung
 
 V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 BLOCK_ORDER = "q4_k_x_q8_k_fp32_block_order"

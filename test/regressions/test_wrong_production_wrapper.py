@@ -31,10 +31,10 @@ from typing import Any
 import pytest
 import regress_support as S
 
-from v8dialect.contracts import load_registry
-from v8dialect.evidence import Rung
-from v8dialect.evidence_gate import earned_provider_status
-from v8dialect.kernel_maps import KernelMap, KernelMapSet, load_kernel_maps
+from v8dialect.data.contracts import load_registry
+from v8dialect.data.kernel_maps import KernelMap, KernelMapSet, load_kernel_maps
+from v8dialect.evidence.gate import earned_provider_status
+from v8dialect.evidence.record import Rung
 
 Q4_CONTRACT = "q4_k_x_q8_k_fp32_block_order"
 ATTN_CONTRACT = "f16_online_single_range"

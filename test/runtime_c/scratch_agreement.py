@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from v8dialect.c_abi import constants
+from v8dialect.data.c_abi import constants
 
 _V8 = constants(["v8_runtime.h"])
 V8_OK = _V8["V8_OK"]

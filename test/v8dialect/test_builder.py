@@ -14,11 +14,11 @@ from xdsl.dialects.func import FuncOp
 from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 
-from v8dialect.builder import main
-from v8dialect.host import native_ggml_build, native_loop_vectors
-from v8dialect.ledger import graph_ops
-from v8dialect.paths import circuits_dir
-from v8dialect.program import context
+from v8dialect.builder.build import main
+from v8dialect.data.paths import circuits_dir
+from v8dialect.ir.ledger import graph_ops
+from v8dialect.runtime.host import native_ggml_build, native_loop_vectors
+from v8dialect.runtime.program import context
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "Inputs" / "circuits"))
 import tiny_gguf  # noqa: E402

@@ -10,7 +10,7 @@ from xdsl.dialects.builtin import ArrayAttr, FloatAttr, ModuleOp, StringAttr, f3
 from xdsl.dialects.test import TestOp
 from xdsl.printer import Printer
 
-from v8dialect.builder import build_from_file, print_module
+from v8dialect.builder.build import build_from_file, print_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "Inputs" / "circuits"))
 import tiny_gguf  # noqa: E402

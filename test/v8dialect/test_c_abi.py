@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from cffi import FFI
 
-from v8dialect import c_abi
-from v8dialect.paths import runtime_c_dir
+from v8dialect.data import c_abi
+from v8dialect.data.paths import runtime_c_dir
 
 PUBLIC_HEADERS = sorted(str(p.relative_to(runtime_c_dir())) for p in runtime_c_dir().rglob("v8_*.h"))
 

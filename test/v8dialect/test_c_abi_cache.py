@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pycparser import c_parser  # pyright: ignore[reportMissingTypeStubs]
 
-from v8dialect.c_abi import forget_parses, parse_headers
+from v8dialect.data.c_abi import forget_parses, parse_headers
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from v8dialect.cbuild import CBuild, build
+from v8dialect.runtime.cbuild import CBuild, build
 
 SOURCE = '#include "answer.h"\nint v8_t_answer(void) { return ANSWER + %d; }\n'
 

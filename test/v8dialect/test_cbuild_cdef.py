@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from cffi import FFI
 
-from v8dialect.c_abi import CAbiError, constants
-from v8dialect.cbuild import runtime_cdef
+from v8dialect.data.c_abi import CAbiError, constants
+from v8dialect.runtime.cbuild import runtime_cdef
 
 
 def test_core_alone_declares_the_runtime_header() -> None:

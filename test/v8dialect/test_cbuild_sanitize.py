@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from v8dialect.cbuild import CBuild, runtime_cdef, sanitize_flags
+from v8dialect.runtime.cbuild import CBuild, runtime_cdef, sanitize_flags
 
 
 def test_sanitize_flags_and_cache_key(monkeypatch: pytest.MonkeyPatch) -> None:

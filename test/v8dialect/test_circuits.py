@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from v8dialect.circuits import (
+from v8dialect.data.circuits import (
     CircuitGaps,
     available_circuits,
     circuits_dir,
     json_positions,
     load_circuit,
 )
-from v8dialect.contracts import ContractRegistry, load_registry
-from v8dialect.jsondata import DataError
+from v8dialect.data.contracts import ContractRegistry, load_registry
+from v8dialect.data.jsondata import DataError
 
 REGISTRY = load_registry()
 BUILDABLE = ("gemma3", "nanbeige", "qwen2", "qwen3", "qwen35", "qwen3vl")

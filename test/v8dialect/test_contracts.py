@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from v8dialect import vocab
-from v8dialect.contracts import load_registry
-from v8dialect.jsondata import DataError
-from v8dialect.paths import contracts_dir
+from v8dialect.data import vocab
+from v8dialect.data.contracts import load_registry
+from v8dialect.data.jsondata import DataError
+from v8dialect.data.paths import contracts_dir
 
 Doc = dict[str, Any]
 

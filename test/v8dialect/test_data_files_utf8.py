@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from v8dialect.builder import main as build_main
-from v8dialect.opt import main as opt_main
+from v8dialect.builder.build import main as build_main
+from v8dialect.driver.opt import main as opt_main
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "test" / "Inputs" / "circuits"))

@@ -15,8 +15,8 @@ from v8passes.resolve_contracts import ResolveContracts
 from xdsl.dialects.func import FuncOp
 from xdsl.passes import PassPipeline
 
-from v8dialect.host import native_ggml_build, native_loop_vectors
-from v8dialect.ledger import graph_ops
+from v8dialect.ir.ledger import graph_ops
+from v8dialect.runtime.host import native_ggml_build, native_loop_vectors
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "Inputs" / "circuits"))
 import tiny_gguf  # noqa: E402

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from v8dialect.contracts import load_registry
-from v8dialect.jsondata import DataError
-from v8dialect.kernel_maps import load_kernel_maps
-from v8dialect.paths import runtime_c_dir
+from v8dialect.data.contracts import load_registry
+from v8dialect.data.jsondata import DataError
+from v8dialect.data.kernel_maps import load_kernel_maps
+from v8dialect.data.paths import runtime_c_dir
 
 FIXTURES = Path(__file__).resolve().parents[1] / "Inputs" / "kernel_maps"
 Doc = dict[str, Any]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from gguf import GGUFReader, GGUFValueType
 
-from v8dialect.manifest import ManifestError, read_gguf
+from v8dialect.data.manifest import ManifestError, read_gguf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "Inputs" / "circuits"))
 import tiny_gguf  # noqa: E402

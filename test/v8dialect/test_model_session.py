@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from gguf import GGUFReader, GGUFWriter
 
-from v8dialect.model_session import ARENA_ALIGN, SessionError, read_tensors
+from v8dialect.runtime.model_session import ARENA_ALIGN, SessionError, read_tensors
 
 
 def write_gguf(path: Path) -> dict[str, np.ndarray]:

@@ -12,11 +12,11 @@ from v8passes.prepare_calls import PrepareCalls
 from v8passes.resolve_contracts import ResolveContracts
 from xdsl.passes import PassPipeline
 
-import v8dialect.pipeline_data
+import v8dialect.data.pipeline_data
+from v8dialect.data.pipeline_data import pipeline_data
 from v8dialect.diagnostics import V8Error
-from v8dialect.lowered import CallOp
-from v8dialect.pipeline_data import pipeline_data
-from v8dialect.program import context, parse
+from v8dialect.ir.lowered import CallOp
+from v8dialect.runtime.program import context, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "qwen3_layer.mlir"
@@ -26,13 +26,13 @@ BLOCK = ROOT / "test" / "passes" / "prepare-calls" / "calls.mlir"  # binds under
 
 def counted_loads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     calls: list[Any] = []
-    real = v8dialect.pipeline_data.load_kernel_maps
+    real = v8dialect.data.pipeline_data.load_kernel_maps
 
     def load(*args: Any) -> Any:
         calls.append(args)
         return real(*args)
 
-    monkeypatch.setattr(v8dialect.pipeline_data, "load_kernel_maps", load)
+    monkeypatch.setattr(v8dialect.data.pipeline_data, "load_kernel_maps", load)
     return calls
 
 

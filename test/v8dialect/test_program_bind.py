@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.contract_ir import to_attr
-from v8dialect.contracts import load_registry
-from v8dialect.program import Program, build
+from v8dialect.data.contracts import load_registry
+from v8dialect.ir.contract_ir import to_attr
+from v8dialect.runtime.program import Program, build
 
 F32 = np.float32
 N = 37

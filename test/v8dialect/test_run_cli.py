@@ -24,7 +24,7 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def v8_run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "v8dialect.run_cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "v8dialect.driver.run", *args], capture_output=True,
                           text=True, timeout=900)
 
 

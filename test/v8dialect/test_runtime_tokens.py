@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.c_abi import constants
-from v8dialect.model_session import ModelSession
-from v8dialect.program import NUMPY_DTYPES
+from v8dialect.data.c_abi import constants
+from v8dialect.runtime.model_session import ModelSession
+from v8dialect.runtime.program import NUMPY_DTYPES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 import e2e_support as S  # noqa: E402

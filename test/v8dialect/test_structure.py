@@ -11,9 +11,9 @@ from v8passes.resolve_contracts import ResolveContracts
 from xdsl.passes import PassPipeline
 
 from v8dialect.diagnostics import V8Error
-from v8dialect.opt import main
-from v8dialect.program import context
-from v8dialect.textguard import parse_module_text
+from v8dialect.driver.opt import main
+from v8dialect.driver.textguard import parse_module_text
+from v8dialect.runtime.program import context
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "qwen3_layer.mlir"

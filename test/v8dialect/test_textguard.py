@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from v8dialect.opt import main
-from v8dialect.program import context
-from v8dialect.textguard import parse_module_text
+from v8dialect.driver.opt import main
+from v8dialect.driver.textguard import parse_module_text
+from v8dialect.runtime.program import context
 
 
 def run(tmp_path: Path, data: bytes, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, float]:
@@ -81,7 +81,7 @@ def built_text(tmp_path: Path, layers: int) -> str:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "Inputs" / "circuits"))
     import tiny_gguf  # pyright: ignore[reportMissingImports]
 
-    from v8dialect.builder import main as build_main
+    from v8dialect.builder.build import main as build_main
 
     model = tiny_gguf.write(tiny_gguf.PRESETS["qwen3"], tmp_path / f"m{layers}.gguf",  # pyright: ignore
                             overrides={"qwen3.block_count": layers})

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from v8dialect.circuits import load_circuit
-from v8dialect.contracts import load_registry
+from v8dialect.data.circuits import load_circuit
+from v8dialect.data.contracts import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).with_name("vision_gguf.py")

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from v8dialect.builder import main
-from v8dialect.circuits import MANIFEST_SELECTORS, SELECTOR_VALUES
-from v8dialect.ledger import graph_ops
-from v8dialect.manifest import FIELDS
+from v8dialect.builder.build import main
+from v8dialect.data.circuits import MANIFEST_SELECTORS, SELECTOR_VALUES
+from v8dialect.data.manifest import FIELDS
+from v8dialect.data.paths import circuits_dir
+from v8dialect.ir.ledger import graph_ops
 from v8dialect.parity.run import ParityCase
-from v8dialect.paths import circuits_dir
-from v8dialect.program import context
+from v8dialect.runtime.program import context
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "Inputs" / "circuits"))
 import tiny_gguf  # noqa: E402

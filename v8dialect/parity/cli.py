@@ -21,12 +21,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from v8dialect.cli_args import ArgumentParser
 from v8dialect.diagnostics import V8Error
-from v8dialect.host import HostError, ggml_build_of_system_info
-from v8dialect.model_session import SessionError
+from v8dialect.driver.cli_args import ArgumentParser
 from v8dialect.parity.llamacpp import LlamaCppModel, OracleMissing, oracle_info
 from v8dialect.parity.run import ParityCase, ParityResult, describe_rows, run_parity, seeded_tokens
+from v8dialect.runtime.host import HostError, ggml_build_of_system_info
+from v8dialect.runtime.model_session import SessionError
 
 
 class UsageError(Exception):

@@ -24,8 +24,8 @@ from typing import Any, Self
 
 import numpy as np
 
-from v8dialect.host import HostError
 from v8dialect.parity.llamacpp import GgmlTensor, OracleMissing
+from v8dialect.runtime.host import HostError
 
 TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8,
          "q4_k": 12, "q5_k": 13, "q6_k": 14, "bf16": 30}
@@ -179,7 +179,7 @@ class GgmlOps:
         return "other"
 
     def loop_vectors(self) -> str:
-        """This libggml's `ggml_loop_vectors` form (v8dialect/host.py): how its compiler
+        """This libggml's `ggml_loop_vectors` form (v8dialect/runtime/host.py): how its compiler
         vectorized ggml_vec_dot_f32's leftover loop, read off one f32 mul_mat whose dots are
         all leftovers (K = 13, below one vector step; M = 1 takes vec_dot): 8 products rounded
         and 5 fused (min_8_lanes), or 12 and 1 (min_4_lanes)."""

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from v8dialect.host import cpu_model
+from v8dialect.runtime.host import cpu_model
 
 GGML_MAX_DIMS = 4
 GGML_TYPE_F32 = 0

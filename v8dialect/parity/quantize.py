@@ -15,7 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from v8dialect.cli_args import ArgumentParser
+from v8dialect.driver.cli_args import ArgumentParser
 
 FILE_TYPES = ("F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K_S", "Q4_K_M",
               "Q5_K_S", "Q5_K_M", "Q6_K")

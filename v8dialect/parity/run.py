@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from v8dialect.model_session import ModelSession
 from v8dialect.parity.compare import Difference, difference
 from v8dialect.parity.llamacpp import LlamaConfig, LlamaCppModel, LlamaCppSession
 from v8dialect.parity.node_names import index_observed
+from v8dialect.runtime.model_session import ModelSession
 
 Logits = np.ndarray[Any, Any]
 
@@ -120,7 +120,7 @@ class EmbeddingTable:
     """The file's fp32 token embedding, so llama.cpp can be fed the rows v8 gathers."""
 
     def __init__(self, model: Path) -> None:
-        from v8dialect.model_session import read_tensors
+        from v8dialect.runtime.model_session import read_tensors
 
         table = read_tensors(model, {"token_embd.weight"}).get("token_embd.weight")
         if table is None or table.dtype != np.float32:

@@ -39,7 +39,7 @@ TREES = (TREE_AVX2, TREE_AVX512, TREE_AVX512FP16, TREE_AVX512FP16_VALUES)
 def tree_of_id() -> dict[int, str]:
     """The tree each V8_ATTN_TREE_* value of v8_attention.h names (read from the header; the
     import is here because the AVX2-ggml interpreter imports this module without v8dialect)."""
-    from v8dialect.c_abi import constants
+    from v8dialect.data.c_abi import constants
     c = constants(["attention/v8_attention.h"])
     return {c["V8_ATTN_TREE_AVX2_F32X8X4"]: TREE_AVX2, c["V8_ATTN_TREE_AVX512_F32X16X4"]: TREE_AVX512,
             c["V8_ATTN_TREE_AVX512FP16_F16X32X4"]: TREE_AVX512FP16,
@@ -392,7 +392,7 @@ ONLINE_SOURCES = ("attention/online.c",)
 def build_online(extra_sources=(), extra_cdef="", name="v8_attn_online", extra_headers=()):
     """online.c with v8_attention.h declared from the header; callers that add sources (and
     include their headers) add those declarations as extra_cdef."""
-    from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
+    from v8dialect.runtime.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
     includes = "".join(f'#include "{h}"\n' for h in ("attention/v8_attention.h", *extra_headers))
     return build(CBuild(name=name, cdef=runtime_cdef("attention/v8_attention.h") + extra_cdef,
                         source=includes,

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from tiled_model import Runner, build_lib, make_case, mismatch
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 AUTO = "f16_flash_auto_qtile64_fp32_dot"

@@ -40,8 +40,8 @@ from tiled_model import (
     tiled_attention,
 )
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 TILED = "f16_kv_tiled64_fp32_softmax_fp64_sum_update_8_lane_vexp"
 AUTO = "f16_flash_auto_qtile64_fp32_dot_8_lane"

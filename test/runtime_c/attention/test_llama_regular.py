@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from tiled_model import Runner, build_llama_regular, ggml_regular, llama_regular, make_case, mismatch
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 _V8 = constants(["v8_runtime.h"])
 V8_OK = _V8["V8_OK"]

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 sys.path.insert(0, str(Path(__file__).parent))
 import online_model as M  # noqa: E402

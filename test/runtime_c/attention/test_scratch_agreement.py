@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import online_model as M  # noqa: E402
 
-from v8dialect.c_abi import constants
+from v8dialect.data.c_abi import constants
 
 _V8 = constants(["v8_runtime.h"])
 V8_OK = _V8["V8_OK"]

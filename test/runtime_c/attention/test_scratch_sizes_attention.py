@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import online_model as OM  # noqa: E402
 from tiled_model import AttnCase, Runner, bits_equal, build_lib, build_llama_regular, make_case  # noqa: E402
 
-from v8dialect.c_abi import constants
+from v8dialect.data.c_abi import constants
 
 _V8 = constants(["v8_runtime.h"])
 V8_OK = _V8["V8_OK"]

@@ -25,8 +25,8 @@ from tiled_model import (
     tiled_attention,
 )
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 CONTRACT = "f16_flash_auto_qtile64"
 PROVIDER = "attn_auto_qtile64_f16kv"

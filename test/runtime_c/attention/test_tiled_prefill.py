@@ -24,8 +24,8 @@ from tiled_model import (
     tiled_attention,
 )
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 CONTRACT = "f16_kv_tiled64_fp32_softmax_fp64_sum_update"
 PROVIDER = "attn_tiled64_f16kv"

@@ -312,7 +312,7 @@ def ggml_flash_attn(case: AttnCase, n_threads: int, pad: int = 256) -> np.ndarra
 # ---- the C providers under test (cffi) ------------------------------------------
 
 def _attention_constants() -> dict[str, int]:
-    from v8dialect.c_abi import constants
+    from v8dialect.data.c_abi import constants
     return constants(["attention/v8_attention.h"])
 
 
@@ -331,13 +331,13 @@ SELECTORS = {name: _attention_constants()[f"V8_ATTN_{name.upper()}"] for name in
 
 def _tiled_cdef(*prefixes: str, also: tuple[str, ...] = ()) -> str:
     """The runtime core and the v8_attention_tiled.h providers named by prefix (and `also`)."""
-    from v8dialect.cbuild import runtime_cdef
+    from v8dialect.runtime.cbuild import runtime_cdef
     return runtime_cdef("attention/v8_attention_tiled.h",
                         functions=lambda name: name.startswith(prefixes) or name in also)
 
 
 def build_llama_regular():
-    from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build
+    from v8dialect.runtime.cbuild import RUNTIME_CORE_SOURCES, CBuild, build
     return build(CBuild(name="v8_attn_llama_regular_test",
                         cdef=_tiled_cdef("v8_attn_llama_regular"),
                         source='#include "attention/v8_attention_tiled.h"\n',
@@ -347,8 +347,8 @@ def build_llama_regular():
 def build_lib(with_online: bool = False):
     """Compile runtime core + our attention sources (and the single-range provider
     the auto composite dispatches to); returns the cffi module."""
-    from v8dialect.c_abi import declared_in
-    from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build
+    from v8dialect.data.c_abi import declared_in
+    from v8dialect.runtime.cbuild import RUNTIME_CORE_SOURCES, CBuild, build
     sources = list(RUNTIME_CORE_SOURCES) + ["attention/tiled.c"]
     cdef = _tiled_cdef("v8_attn_tiled")
     if with_online:

@@ -6,7 +6,7 @@ from types import ModuleType
 
 import pytest
 
-from v8dialect.cbuild import CBuild, build, runtime_cdef
+from v8dialect.runtime.cbuild import CBuild, build, runtime_cdef
 
 # A task callback that counts, atomically, how often each task ran and which
 # worker ran it, so the tests can prove "exactly once" for every task.

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Rung
 
 ALL_FEATURES = 0xFFFFFFFF
 # bit -> /proc/cpuinfo flag (v8_runtime.h's V8_CPU_* order)

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Rung
 
 ALL_FEATURES = 0xFFFFFFFF
 _V8 = constants(["v8_runtime.h"])

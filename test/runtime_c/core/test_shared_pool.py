@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.c_abi import constants
-from v8dialect.cbuild import CBuild, build, runtime_cdef
-from v8dialect.contract_ir import to_attr
-from v8dialect.contracts import load_registry
-from v8dialect.program import Program
-from v8dialect.program import build as build_program
+from v8dialect.data.c_abi import constants
+from v8dialect.data.contracts import load_registry
+from v8dialect.ir.contract_ir import to_attr
+from v8dialect.runtime.cbuild import CBuild, build, runtime_cdef
+from v8dialect.runtime.program import Program
+from v8dialect.runtime.program import build as build_program
 
 SOURCE = r"""
 #include "v8_runtime.h"

@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.c_abi import constants
-from v8dialect.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
-from v8dialect.evidence import Outcome, Rung
-from v8dialect.paths import runtime_c_dir
+from v8dialect.data.c_abi import constants
+from v8dialect.data.paths import runtime_c_dir
+from v8dialect.evidence.record import Outcome, Rung
+from v8dialect.runtime.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
 PROVIDERS = {"f16": "linear_ggml_f16", "bf16": "linear_ggml_bf16"}
 # kind -> (weight type, the llama.cpp x86 build whose arithmetic its contracts reproduce)
@@ -579,7 +579,7 @@ def test_source_compiles_warning_free(tmp_path: Any, config: str) -> None:
     import shutil
     import subprocess
 
-    from v8dialect.paths import runtime_include_dir
+    from v8dialect.data.paths import runtime_include_dir
     compiler = shutil.which("gcc") or shutil.which("cc")
     assert compiler, "no C compiler"
     cmd = [compiler, "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-c",
@@ -591,8 +591,8 @@ def test_source_compiles_warning_free(tmp_path: Any, config: str) -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_kernel_map_agrees_with_header_and_registry(dtype: str) -> None:
-    from v8dialect.contracts import load_registry
-    from v8dialect.kernel_maps import load_kernel_maps
+    from v8dialect.data.contracts import load_registry
+    from v8dialect.data.kernel_maps import load_kernel_maps
     path = runtime_c_dir() / "linear_ggml_half" / f"linear_ggml_{dtype}.kmap.json"
     raw = json.loads(path.read_text())
     assert raw["dtypes"]["weight"] == dtype
@@ -607,9 +607,9 @@ def test_kernel_map_agrees_with_header_and_registry(dtype: str) -> None:
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_emitted_program_resolves_to_this_provider_and_gives_the_model_bits(kind: str) -> None:
-    from v8dialect.contract_ir import to_attr
-    from v8dialect.contracts import load_registry
-    from v8dialect.program import build as build_program
+    from v8dialect.data.contracts import load_registry
+    from v8dialect.ir.contract_ir import to_attr
+    from v8dialect.runtime.program import build as build_program
 
     registry = load_registry()
 

@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/runtime_c: shared support
 
-from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
+from v8dialect.runtime.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
 OPS_SOURCES = ("ops/norm.c", "ops/rope.c", "ops/embedding.c", "ops/linear.c",
                "ops/elementwise.c", "ops/kv_store.c", "ops/gated_delta.c",

@@ -4,7 +4,7 @@ and the numpy model of each contract."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace, dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np

@@ -27,8 +27,8 @@ import ops_models as models
 import pytest
 from ops_specs import fptr, spread
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Rung
 
 V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 F32 = np.float32

@@ -38,9 +38,9 @@ import ops_models as models
 import pytest
 from ops_specs import fptr, spread
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
-from v8dialect.host import native_loop_vectors
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
+from v8dialect.runtime.host import native_loop_vectors
 
 V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 F32 = np.float32

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 SWIGLU = ("swiglu_fp32_ggml_vexp", "swiglu_fp32_ggml", "v8_swiglu_ggml_f32", "V8_SWIGLU_FP32_GGML_VEXP")

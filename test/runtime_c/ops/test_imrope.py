@@ -24,7 +24,7 @@ import ops_models as models
 import pytest
 from ops_specs import fptr, spread
 
-from v8dialect.evidence import Rung
+from v8dialect.evidence.record import Rung
 
 CONTRACT = "imrope_fp32_iterative_theta_interleaved_sections"
 PROVIDER = "imrope_fp32"

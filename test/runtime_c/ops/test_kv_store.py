@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Rung
 
 V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 HKV, CAP, D = 3, 40, 72

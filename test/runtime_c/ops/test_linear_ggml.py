@@ -28,11 +28,11 @@ import numpy as np
 import pytest
 from cffi_module import cpu_restricted
 
-from v8dialect.c_abi import constants
-from v8dialect.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
-from v8dialect.evidence import Outcome, Rung
-from v8dialect.host import native_loop_vectors
-from v8dialect.paths import runtime_c_dir
+from v8dialect.data.c_abi import constants
+from v8dialect.data.paths import runtime_c_dir
+from v8dialect.evidence.record import Outcome, Rung
+from v8dialect.runtime.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
+from v8dialect.runtime.host import native_loop_vectors
 
 PROVIDER = "linear_ggml_fp32"
 
@@ -535,7 +535,7 @@ def test_source_compiles_warning_free(tmp_path: Any, config: str) -> None:
     import shutil
     import subprocess
 
-    from v8dialect.paths import runtime_include_dir
+    from v8dialect.data.paths import runtime_include_dir
     compiler = shutil.which("gcc") or shutil.which("cc")
     assert compiler, "no C compiler"
     cmd = [compiler, "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-c",
@@ -546,8 +546,8 @@ def test_source_compiles_warning_free(tmp_path: Any, config: str) -> None:
 
 
 def test_kernel_map_agrees_with_header_and_registry() -> None:
-    from v8dialect.contracts import load_registry
-    from v8dialect.kernel_maps import load_kernel_maps
+    from v8dialect.data.contracts import load_registry
+    from v8dialect.data.kernel_maps import load_kernel_maps
     # the prototypes and selectors are checked against the header when the maps load
     loaded = {m.id: m for m in load_kernel_maps(load_registry()).maps}
     assert loaded[PROVIDER].selectors == dict(zip(CONTRACTS, SELECTORS, strict=True))
@@ -563,9 +563,9 @@ def test_kernel_map_agrees_with_header_and_registry() -> None:
 
 @pytest.mark.parametrize("fam", FAMILIES, ids=lambda f: f"{f.lanes}_lane")
 def test_emitted_program_resolves_to_this_provider_and_gives_the_model_bits(fam: Family) -> None:
-    from v8dialect.contract_ir import to_attr
-    from v8dialect.contracts import load_registry
-    from v8dialect.program import build as build_program
+    from v8dialect.data.contracts import load_registry
+    from v8dialect.ir.contract_ir import to_attr
+    from v8dialect.runtime.program import build as build_program
 
     registry = load_registry()
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ops_specs import ELEMENTWISE, EMBEDDING, LINEAR, MROPE, PROVIDERS, OpSpec
+from ops_specs import ELEMENTWISE, EMBEDDING, MROPE, PROVIDERS, OpSpec
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Rung
 
 _V8 = constants(["v8_runtime.h"])
 V8_OK = _V8["V8_OK"]

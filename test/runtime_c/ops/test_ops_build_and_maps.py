@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from v8dialect.paths import runtime_c_dir, runtime_include_dir
+from v8dialect.data.paths import runtime_c_dir, runtime_include_dir
 
 ROOT = runtime_c_dir()
 SOURCES = sorted((ROOT / "ops").glob("*.c")) + sorted((ROOT / "core").glob("*.c"))
@@ -108,8 +108,8 @@ OPS_MAP_IDS = {"rmsnorm_fp32", "qk_norm_fp32", "rope_fp32", "mrope_fp32", "embed
 
 
 def test_project_loader_accepts_the_ops_maps() -> None:
-    from v8dialect.contracts import load_registry
-    from v8dialect.kernel_maps import load_kernel_maps
+    from v8dialect.data.contracts import load_registry
+    from v8dialect.data.kernel_maps import load_kernel_maps
 
     maps = load_kernel_maps(load_registry())
     loaded = {m.id: m for m in maps.maps}

@@ -24,8 +24,8 @@ import ops_models as models
 import pytest
 from ops_specs import MROPE, RMSNORM, ROPE_NEOX, ROPE_NORMAL, OpSpec, spread
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 GGML_ROPE_TYPE_NORMAL, GGML_ROPE_TYPE_NEOX, GGML_ROPE_TYPE_MROPE = 0, 2, 8

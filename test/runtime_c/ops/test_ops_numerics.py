@@ -20,8 +20,8 @@ import pytest
 from cffi_module import cpu_restricted
 from ops_specs import ELEMENTWISE, LINEAR, PROVIDERS, RMSNORM, ROPE_NEOX, OpSpec, spread
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Rung
 
 WORKERS = (1, 2, 3, 4, 8)
 SENTINEL = np.float32(-1234.5)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from cffi_module import ALL_FEATURES, cpu_restricted
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 CASES = (  # (mode, T, H, D, n_rot, base, sections)

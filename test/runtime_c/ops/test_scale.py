@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from ops_specs import fptr
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 F32 = np.float32

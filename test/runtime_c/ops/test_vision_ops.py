@@ -23,7 +23,7 @@ import ops_models as models
 import pytest
 from ops_specs import fptr, spread
 
-from v8dialect.evidence import Rung
+from v8dialect.evidence.record import Rung
 
 F32, F64 = np.float32, np.float64
 WORKERS = (1, 2, 3, 4, 8)

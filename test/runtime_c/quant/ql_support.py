@@ -20,8 +20,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/runtime_c: shared support
 from cffi_module import ProviderModule, cpu_restricted  # noqa: E402, F401 - re-exported
 
-from v8dialect.c_abi import constants
-from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
+from v8dialect.data.c_abi import constants
+from v8dialect.runtime.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
 QK_K = 256
 Q4_K_BYTES = 144

@@ -34,8 +34,8 @@ from ql_support import (
     make_weights,
 )
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 GEMV_SHAPES = [(1024, 1024), (3072, 1024), (1024, 3072), (896, 4864), (4096, 4096), (151936, 1024)]

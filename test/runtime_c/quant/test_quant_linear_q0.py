@@ -35,8 +35,8 @@ from ql_support import (
     tree8,
 )
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 FMTS = ["q8_0", "q5_0", "q4_0", "q4_1", "q5_1"]
@@ -444,8 +444,8 @@ def test_q0_api_rejects_bad_input_without_writing(ql: QL, evidence: Any, fmt: st
 # ---- through the compiler: resolve, lower, emit C, run -------------------------------
 
 def _contract_ir(contract_id: str) -> str:
-    from v8dialect.contract_ir import to_attr
-    from v8dialect.contracts import load_registry
+    from v8dialect.data.contracts import load_registry
+    from v8dialect.ir.contract_ir import to_attr
 
     registry = load_registry()
     return str(to_attr(registry.contracts[contract_id], registry))

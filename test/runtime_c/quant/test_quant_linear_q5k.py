@@ -36,8 +36,8 @@ from ql_support import (
 from test_quant_linear import numpy_q8_k
 from test_quant_linear_q0 import check_program
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 FMT = "q5_k"

@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/runtime_c: 
 from cffi_module import ProviderModule  # noqa: E402
 from qr_support import ALL_FEATURES, AVX2_ONLY, NO_VNNI, V8_CPU_AVX512VNNI
 
-from v8dialect.c_abi import constants, declared_in
-from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
+from v8dialect.data.c_abi import constants, declared_in
+from v8dialect.runtime.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
 V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 QK = 32

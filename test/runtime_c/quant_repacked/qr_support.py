@@ -13,8 +13,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test/runtime_c: shared support
 from cffi_module import ProviderModule  # noqa: E402
 
-from v8dialect.c_abi import constants, declared_in
-from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
+from v8dialect.data.c_abi import constants, declared_in
+from v8dialect.runtime.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
 QK_K = 256
 Q4K_BYTES = 144

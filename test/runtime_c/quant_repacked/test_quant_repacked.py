@@ -32,8 +32,8 @@ from qr_support import (
 )
 from repacked_model import repacked_gemm
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 _V8 = constants(["v8_runtime.h"])
 V8_OK = _V8["V8_OK"]

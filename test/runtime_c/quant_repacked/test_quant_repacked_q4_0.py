@@ -24,8 +24,8 @@ from qr0_support import CONTRACT, PROVIDER, QK, QR0, SELECTOR, random_q4_0
 from qr_support import ALL_FEATURES, ISA_NAMES, bitexact, make_activation, make_weights
 from repacked_q4_0_model import repacked_q4_0_gemm
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 _V8 = constants(["v8_runtime.h"])
 V8_OK = _V8["V8_OK"]

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from qt_support import ALL_FEATURES, FORMATS, ISA_NAMES, QT, bitexact, make_activation
 
-from v8dialect.c_abi import constants
-from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
+from v8dialect.runtime.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
 _V8 = constants(["v8_runtime.h"])
 V8_OK = _V8["V8_OK"]
@@ -249,8 +249,8 @@ def test_api_rejects_bad_input_without_writing(qa: QA, weights: Any, evidence: A
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_kernel_map_agrees_with_header_and_registry(fmt: str) -> None:
-    from v8dialect.contracts import load_registry
-    from v8dialect.kernel_maps import load_kernel_maps
+    from v8dialect.data.contracts import load_registry
+    from v8dialect.data.kernel_maps import load_kernel_maps
 
     # the prototypes and selectors are checked against the header when the maps load
     registry = load_registry()
@@ -268,9 +268,9 @@ def test_kernel_map_agrees_with_header_and_registry(fmt: str) -> None:
 @pytest.mark.parametrize("rows", [5, 9])
 def test_emitted_program_routes_by_rows_and_gives_llamacpp_bits(weights: Any, ggml_ops: Any,
                                                                 evidence: Any, rows: int) -> None:
-    from v8dialect.contract_ir import to_attr
-    from v8dialect.contracts import load_registry
-    from v8dialect.program import build as build_program
+    from v8dialect.data.contracts import load_registry
+    from v8dialect.ir.contract_ir import to_attr
+    from v8dialect.runtime.program import build as build_program
 
     fmt, n, k = "q4_k", 256, 512
     if ggml_ops is None:

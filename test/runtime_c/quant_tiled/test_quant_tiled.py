@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from qt_model import tiled_gemm
 from qt_support import (
     ALL_FEATURES,
     CONTRACT,
@@ -27,10 +28,9 @@ from qt_support import (
     bitexact,
     make_activation,
 )
-from qt_model import tiled_gemm
 
-from v8dialect.c_abi import constants
-from v8dialect.evidence import Outcome, Rung
+from v8dialect.data.c_abi import constants
+from v8dialect.evidence.record import Outcome, Rung
 
 # every format has a kernel map
 _V8 = constants(["v8_runtime.h"])
@@ -167,7 +167,7 @@ def test_threadpool_vs_oracle(qt: QT, weights: Any, evidence: Any, fmt: str,
 # ---- routing: where llama.cpp leaves the block-order vec_dot for this contract -----------------
 
 def _block_order_lib() -> Any:
-    from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
+    from v8dialect.runtime.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
     cdef = runtime_cdef("quant/v8_quant.h",
                         functions=["v8_ql_gemm_scratch_bytes", "v8_q4_k_gemm_ref", "v8_q6_k_gemm_ref"])

@@ -1,0 +1,1 @@
+"""Compiling the emitted C and running it: cffi builds, host facts, programs, model sessions."""
