@@ -57,9 +57,9 @@ from v8dialect.ir.call_ready import (
     WorkersOp,
     signature_problems,
 )
+from v8dialect.ir.graph_op import dtype_name
 from v8dialect.ir.lowered import ARENA_ATTR, OUTPUTS_ATTR, WRITTEN_ATTR, ArenaSliceOp, CallOp, InlineOp, ViewOp
 from v8dialect.ir.narrowing import array_items, memref_type
-from v8dialect.ir.ops import dtype_name
 from v8dialect.ir.pinning import check_pinned
 from v8dialect.ir.token_count import RUNTIME_TOKENS, max_tokens
 

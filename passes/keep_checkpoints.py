@@ -22,9 +22,9 @@ from xdsl.dialects.builtin import ArrayAttr, FunctionType, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 
 from v8dialect.diagnostics import V8Error, op_error
+from v8dialect.ir.graph_op import GraphOp
 from v8dialect.ir.lowered import KernelOp
 from v8dialect.ir.narrowing import array_items
-from v8dialect.ir.ops import GraphOp
 
 CHECKPOINTS_ATTR = "v8.checkpoints"
 

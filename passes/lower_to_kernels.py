@@ -24,9 +24,10 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from v8dialect.diagnostics import V8Error, op_error
+from v8dialect.ir.graph_op import GraphOp
 from v8dialect.ir.lowered import AllocOp, KernelOp, ViewOp
 from v8dialect.ir.narrowing import ssa_value, tensor_type
-from v8dialect.ir.ops import GraphOp, ReshapeOp
+from v8dialect.ops.reshape import ReshapeOp
 
 # Properties of GraphIR ops that are not scalar parameters of the kernel.
 NOT_PARAMS = frozenset({"node", "phase", "contract", "execution", "requirement", "resolved"})

@@ -61,7 +61,7 @@ ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}
 
 
 def element_bytes(memref: MemRefType[Attribute]) -> int:
-    from v8dialect.ir.ops import dtype_name
+    from v8dialect.ir.graph_op import dtype_name
 
     name = dtype_name(memref.get_element_type())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
     if name not in ELEMENT_BYTES:

@@ -29,6 +29,7 @@ from v8dialect.data.jsondata import DataError, Node, utf8_problem
 from v8dialect.data.manifest import FIELDS as MANIFEST_FIELDS
 from v8dialect.data.manifest import INTS, ManifestError, ManifestValue, convert
 from v8dialect.data.paths import circuits_dir
+from v8dialect.ops.registry import OP_KINDS
 from v8dialect.runtime.host import GGML_BUILDS, LOOP_VECTORS
 
 SCHEMA = "v8.circuit/1"
@@ -45,7 +46,7 @@ FACTOR_KINDS = ("inverse_sqrt",)  # a scale op's factor
 PLANNED_OPS: tuple[str, ...] = ()
 # Kinds with a contract family but no GraphIR op yet.
 NO_GRAPH_OP: tuple[str, ...] = ()
-CIRCUIT_OPS = (*vocab.KERNEL_OPS, "reshape", *PLANNED_OPS)
+CIRCUIT_OPS = (*(k for k, kind in OP_KINDS.items() if kind.circuit_fields), *PLANNED_OPS)
 
 # Selector keys and the values they compare against.
 SELECTOR_VALUES: Mapping[str, tuple[str, ...]] = {
@@ -84,52 +85,19 @@ TARGET_OPS: Mapping[str, tuple[str, ...]] = {"logits": ("logits", "linear")}
 
 OP_COMMON = ("op", "inputs", "output")
 OP_OPTIONAL = ("only", "notes", "status")
-# kind -> (required, optional) fields beyond the common ones
-OP_FIELDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "embedding": (("node", "weight", "contracts"), ("output_scale",)),
-    "rmsnorm": (("node", "weight", "eps", "contracts"), ("weight_offset",)),
-    "qk_norm": (("node", "weight", "eps", "contracts"), ("weight_offset",)),
-    "linear": (("node", "weight", "features", "contracts"), ("bias",)),
-    "logits": (("node", "weight", "features", "contracts"), ("bias", "tied_to")),
-    "reshape": ((), ("heads", "flatten")),
-    "rope": (("node", "freq_base", "dims", "contracts"), ("sections",)),
-    # without a scale the attention scale is 1 (the circuit scaled Q itself)
-    "attention": (("node", "mask", "kv_heads", "contracts"), ("scale", "window")),
-    "residual_add": (("node", "contracts"), ()),
-    "swiglu": (("node", "contracts"), ()),
-    "geglu": (("node", "contracts"), ()),
-    "recurrent": (("node", "tensors", "eps", "contracts"), ()),
-    "head_split": (("node", "part", "parts", "contracts"), ()),
-    "sigmoid_gate": (("node", "contracts"), ()),
-    "layer_norm": (("node", "weight", "bias", "eps", "contracts"), ()),
-    "gelu": (("node", "contracts"), ()),
-    "patch_merge": (("node", "contracts"), ()),
-    "scale": (("node", "factor", "contracts"), ()),
-    **{
-        kind: (("node", "contracts"), ("weight", "bias", "eps", "tensors", "part", "parts"))
-        for kind in PLANNED_OPS
-    },
-}
-ARITY: Mapping[str, int] = {
-    "embedding": 1,
-    "rmsnorm": 1,
-    "qk_norm": 1,
-    "linear": 1,
-    "logits": 1,
-    "reshape": 1,
-    "rope": 1,
-    "attention": 3,
-    "residual_add": 2,
-    "swiglu": 2,
-    "geglu": 2,
-    "head_split": 1,
-    "sigmoid_gate": 2,
-    "recurrent": 4,  # qkv, z, alpha, beta
-    "layer_norm": 1,
-    "gelu": 1,
-    "patch_merge": 1,
-    "scale": 1,
-}
+# Fields of a planned kind (one the IR cannot express yet), beyond the common ones.
+PLANNED_FIELDS = (("node", "contracts"), ("weight", "bias", "eps", "tensors", "part", "parts"))
+
+
+def op_fields(kind: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """A circuit op kind's (required, optional) fields beyond the common ones; None: no circuit
+    op has this kind (it is built by another, as attention builds its KV-cache stores)."""
+    if kind in PLANNED_OPS:
+        return PLANNED_FIELDS
+    found = OP_KINDS.get(kind)
+    return None if found is None else found.circuit_fields
+
+
 NODE_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 TENSOR_PATTERN = re.compile(r"^[a-z][a-z0-9_.]*$")
 
@@ -445,15 +413,16 @@ def _op_contracts(node: Node, scope: Scope, kind: str) -> dict[str, tuple[Choice
 def parse_op(node: Node, scope: Scope) -> OpTemplate:
     kind = node.child("op").word(CIRCUIT_OPS) if node.has("op") else None
     if kind is None:
-        node.object(
-            OP_COMMON,
-            [f for fs in OP_FIELDS.values() for f in (*fs[0], *fs[1])] + list(OP_OPTIONAL),
-        )
+        every = [op_fields(k) for k in CIRCUIT_OPS]
+        node.object(OP_COMMON, [f for fs in every if fs for f in (*fs[0], *fs[1])] + list(OP_OPTIONAL))
         raise node.error("missing field 'op'")
-    required, optional = OP_FIELDS[kind]
+    fields = op_fields(kind)
+    assert fields is not None  # CIRCUIT_OPS holds the kinds with circuit fields
+    required, optional = fields
     node.object([*OP_COMMON, *required], [*OP_OPTIONAL, *optional])
     inputs = node.child("inputs").strings(nonempty=True)
-    arity = ARITY.get(kind)
+    found = OP_KINDS.get(kind)
+    arity = None if found is None else found.arity
     if arity is not None and len(inputs) != arity:
         raise node.child("inputs").error(f"'{kind}' takes {arity} input(s), got {len(inputs)}")
     line, column = scope.positions.get(node.path, (1, 1))

@@ -21,6 +21,7 @@ from v8dialect.data import c_abi, vocab
 from v8dialect.data.contracts import ContractRegistry
 from v8dialect.data.jsondata import DataError, Node, root
 from v8dialect.data.paths import runtime_c_dir
+from v8dialect.ops.registry import OP_KINDS
 
 SCHEMA = "v8.kernel_map/1"
 MAP_GLOB = "*.kmap.json"
@@ -135,7 +136,8 @@ def _map_id(node: Node) -> str:
 
 
 def _role_words(node: Node, op: str, words: Sequence[str]) -> dict[str, str]:
-    roles = vocab.OP_ROLES[op]
+    kind = OP_KINDS[op]  # op is a word of vocab.KERNEL_OPS, and every such word is a kind
+    roles = kind.roles
     node.object(roles)
     return {role: node.child(role).word(words) for role in roles}
 

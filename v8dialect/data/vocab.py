@@ -292,24 +292,3 @@ BLOCKERS = (
     "requirement_missing",
 )
 
-# The operand roles a kernel map's dtypes/layout name, per op.
-OP_ROLES: Mapping[str, tuple[str, ...]] = {
-    "attention": ("q", "kv", "out"),
-    "linear": ("weight", "activation", "output"),
-    "logits": ("weight", "activation", "output"),
-    "rmsnorm": ("input", "weight", "output"),
-    "qk_norm": ("input", "weight", "output"),
-    "rope": ("input", "positions", "output"),
-    "swiglu": ("gate", "up", "output"),
-    "geglu": ("gate", "up", "output"),
-    "residual_add": ("input", "residual", "output"),
-    "embedding": ("ids", "table", "output"),
-    "recurrent": ("input", "state", "output"),
-    "kv_store": ("input", "cache", "output"),
-    "head_split": ("input", "output"),
-    "sigmoid_gate": ("input", "gate", "output"),
-    "layer_norm": ("input", "weight", "output"),
-    "gelu": ("input", "output"),
-    "patch_merge": ("input", "output"),
-    "scale": ("input", "output"),
-}

@@ -14,7 +14,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 
 from v8dialect.ir.attributes import ResolvedAttr
-from v8dialect.ir.ops import GraphOp
+from v8dialect.ir.graph_op import GraphOp
 
 LEDGER_ATTR = "v8.resolution_ledger"
 

@@ -27,9 +27,9 @@ from xdsl.passes import ModulePass, PassPipeline
 
 from v8dialect.data.pipeline_data import pipeline_data
 from v8dialect.ir.dialect import V8
+from v8dialect.ir.graph_op import GraphOp, dtype_name
 from v8dialect.ir.ledger import read_ledger
 from v8dialect.ir.lowered import OUTPUTS_ATTR, CallOp, KernelOp
-from v8dialect.ir.ops import GraphOp, dtype_name
 from v8dialect.ir.token_count import max_tokens, token_axes
 from v8dialect.runtime.cbuild import RUNTIME_CORE_SOURCES, CBuild, runtime_cdef
 from v8dialect.runtime.cbuild import build as compile_extension

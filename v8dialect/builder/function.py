@@ -1,0 +1,337 @@
+"""One phase of a model as a function: the op-independent services every op kind's build hook uses
+(arguments, manifest values, weights, requirements) and the walk over the circuit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FileLineColLoc,
+    Float32Type,
+    FloatAttr,
+    IntAttr,
+    IntegerAttr,
+    StringAttr,
+    i32,
+    i64,
+)
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, Block, Region, SSAValue
+
+from v8dialect.builder.values import (
+    CONFIG_WEIGHT_TYPE,
+    MAX_LAYERS,
+    BuildError,
+    element_type,
+    tensor_of,
+)
+from v8dialect.data.circuits import (
+    MANIFEST_SELECTORS,
+    Choice,
+    Circuit,
+    OpTemplate,
+)
+from v8dialect.data.contracts import ContractRegistry
+from v8dialect.data.manifest import (
+    Manifest,
+    TensorInfo,
+)
+from v8dialect.ir.attributes import (
+    ExecutionRequirementAttr,
+    Phase,
+    PhaseAttr,
+    RequirementAttr,
+)
+from v8dialect.ir.contract_ir import to_attr
+from v8dialect.ir.graph_op import element as element_dtype
+from v8dialect.ir.token_count import MAX_TOKENS_ATTR, TOKEN_AXIS_ATTR
+from v8dialect.ops.registry import op_kind
+
+# ---- function arguments ------------------------------------------------------------
+
+
+@dataclass
+class Arguments:
+    """The entry block's arguments, added on first use; one per (tensor, load transform)."""
+
+    block: Block
+    attrs: list[DictionaryAttr] = field(default_factory=list[DictionaryAttr])
+    by_key: dict[tuple[str, tuple[tuple[str, float], ...]], SSAValue] = field(
+        default_factory=dict[tuple[str, tuple[tuple[str, float], ...]], SSAValue]
+    )
+
+    def get(
+        self,
+        name: str,
+        value_type: Attribute,
+        location: FileLineColLoc,
+        tensor: str | None = None,
+        transforms: Mapping[str, float] | None = None,
+        token_axis: int | None = None,
+    ) -> SSAValue:
+        steps = tuple(sorted((transforms or {}).items()))
+        key = (tensor or name, steps)
+        if key in self.by_key:
+            return self.by_key[key]
+        arg = self.block.insert_arg(value_type, len(self.block.args))
+        arg.name_hint = name
+        arg.location = location  # the circuit entry of the op that first reads it
+        attrs: dict[str, Attribute] = {}
+        if tensor is not None:
+            attrs["v8.tensor"] = StringAttr(tensor)
+        for step, amount in steps:
+            attrs[f"v8.{step}"] = FloatAttr(amount, Float32Type())
+        if token_axis is not None:  # this axis has one entry per token of the call
+            attrs[TOKEN_AXIS_ATTR] = IntegerAttr(token_axis, i64)
+        self.attrs.append(DictionaryAttr(attrs))
+        self.by_key[key] = arg
+        return arg
+
+
+# ---- one function ---------------------------------------------------------------------
+
+
+@dataclass
+class FunctionBuilder:
+    circuit: Circuit
+    manifest: Manifest
+    registry: ContractRegistry
+    phase: str
+    tokens: int
+    kv_capacity: int
+    block: Block = field(default_factory=Block)
+    args: Arguments = field(init=False)
+    used_tensors: set[str] = field(default_factory=set[str])
+    attention_contracts: set[str] = field(default_factory=set[str])
+    current: OpTemplate | None = None  # the op being emitted; its entry locates new arguments
+
+    def __post_init__(self) -> None:
+        self.args = Arguments(self.block)
+
+    def arg(
+        self,
+        name: str,
+        value_type: Attribute,
+        tensor: str | None = None,
+        transforms: Mapping[str, float] | None = None,
+        token_axis: int | None = None,
+    ) -> SSAValue:
+        assert self.current is not None
+        return self.args.get(name, value_type, self.location(self.current), tensor, transforms,
+                             token_axis)
+
+    # -- manifest access ---------------------------------------------------------------
+
+    def number(self, name: str, op: OpTemplate) -> int | float:
+        value = self.manifest.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.conflict(
+                op,
+                f"needs manifest value '{name}', which the model does not state "
+                "and the circuit gives no default for",
+            )
+        return value
+
+    def integer(self, name: str, op: OpTemplate) -> int:
+        value = self.number(name, op)
+        if not isinstance(value, int) or value < 1:
+            raise self.conflict(op, f"manifest value '{name}' = {value} must be a positive integer")
+        return value
+
+    def conflict(self, op: OpTemplate, message: str) -> BuildError:
+        return BuildError(
+            self.manifest.file,
+            f"{message} (required by '{op.node or op.kind}' at {self.where(op)})",
+        )
+
+    def where(self, op: OpTemplate) -> str:
+        return f"{self.circuit.file}:{op.line}:{op.column}"
+
+    def location(self, op: OpTemplate) -> FileLineColLoc:
+        return FileLineColLoc(StringAttr(self.circuit.file), IntAttr(op.line), IntAttr(op.column))
+
+    # -- tensors -----------------------------------------------------------------------
+
+    def weight(
+        self,
+        op: OpTemplate,
+        stem: str,
+        layer: int | None,
+        dims: Sequence[int],
+        transforms: Mapping[str, float] | None = None,
+    ) -> SSAValue:
+        """The argument for tensor `<prefix><stem>.weight`, checked against the predicted shape."""
+        name = f"{self.circuit.prefix(layer)}{stem}.weight"
+        info, element = self.weight_info(op, name, dims)
+        self.used_tensors.add(name)
+        return self.arg(name, tensor_of(info.shape, element), name, transforms)
+
+    def weight_info(
+        self, op: OpTemplate, name: str, dims: Sequence[int]
+    ) -> tuple[TensorInfo, Attribute]:
+        """A weight tensor's stored shape and type, checked, and its v8 element type."""
+        info = self.tensor_info(op, name, dims)
+        element = element_type(info.dtype)
+        if element is None or info.dtype == "i32":
+            raise self.conflict(
+                op, f"tensor '{name}' has type {info.dtype}, which no v8 element type represents"
+            )
+        return info, element
+
+    def tensor_info(self, op: OpTemplate, name: str, dims: Sequence[int]) -> TensorInfo:
+        tensors = self.manifest.tensors
+        if tensors is None:
+            return TensorInfo(CONFIG_WEIGHT_TYPE, tuple(dims))
+        info = tensors.get(name)
+        if info is None:
+            raise self.conflict(op, f"the model has no tensor '{name}'")
+        if info.shape != tuple(dims):
+            shown = "x".join(str(d) for d in info.shape)
+            wanted = "x".join(str(d) for d in dims)
+            raise self.conflict(op, f"tensor '{name}' is {shown}, the circuit predicts {wanted}")
+        return info
+
+    def has_tensor(self, name: str) -> bool:
+        return self.manifest.tensors is not None and name in self.manifest.tensors
+
+    def weight_dtype(self, value: SSAValue) -> str:
+        return element_dtype(value.type)
+
+    # -- requirements -------------------------------------------------------------------
+
+    def choose(self, op: OpTemplate, weight_type: str | None) -> Choice:
+        facts = {key: str(self.manifest.get(key)) for key in MANIFEST_SELECTORS
+                 if self.manifest.get(key) is not None}
+        if weight_type is not None:
+            facts["weight_type"] = weight_type
+        choices = op.contracts[self.phase]
+        active = [c for c in choices if c.matches(facts)]
+        if len(active) != 1:
+            asked = {key for c in choices for key, _ in c.when}  # what the choices depend on
+            shown = ", ".join(f"{k} = {v}" for k, v in sorted(facts.items()) if k in asked)
+            offered = "; ".join(c.describe() for c in choices)
+            count = "no" if not active else f"{len(active)}"
+            raise self.conflict(
+                op,
+                f"{count} {self.phase} requirement of '{op.node}' is active for "
+                f"{shown} (declared: {offered})",
+            )
+        return active[0]
+
+    def properties(
+        self, op: OpTemplate, layer: int | None, weight_type: str | None = None
+    ) -> dict[str, Attribute]:
+        choice = self.choose(op, weight_type)
+        contract = self.registry.get(choice.contract)
+        assert contract is not None  # the circuit loaded, so every contract exists
+        props: dict[str, Attribute] = {
+            "node": StringAttr(f"{self.circuit.prefix(layer)}{op.node}"),
+            "phase": PhaseAttr(Phase(self.phase)),
+            "contract": to_attr(contract, self.registry),
+            "requirement": RequirementAttr(StringAttr(self.circuit.file), StringAttr(op.status)),
+        }
+        if choice.execution is not None:
+            runtime, partition = choice.execution
+            props["execution"] = ExecutionRequirementAttr(
+                StringAttr(runtime), StringAttr(partition)
+            )
+        if op.kind == "attention":
+            self.attention_contracts.add(choice.contract)
+        return props
+
+    # -- ops ---------------------------------------------------------------------------
+
+    def emit(self, op: OpTemplate, values: dict[str, SSAValue], layer: int | None) -> None:
+        inputs = [values[name] for name in op.inputs]
+        self.current = op
+        kind = op_kind(op.kind)
+        if kind is None or kind.build is None:
+            raise BuildError(self.where(op), f"op kind '{op.kind}' has no GraphIR op")
+        result = kind.build(self, op, inputs, layer)
+        if op.kind != "reshape":
+            result.location = self.location(op)
+        self.block.add_op(result)
+        out = result.results[0]
+        out.name_hint = op.output
+        values[op.output] = out
+
+    def offset(self, op: OpTemplate) -> dict[str, float]:
+        amount = op.weight_offset.get(self.manifest.source, 0.0)
+        return {"weight_offset": amount} if amount else {}
+
+    def stem(self, op: OpTemplate) -> str:
+        assert op.weight is not None
+        return op.weight
+
+    def bias(self, op: OpTemplate, layer: int | None, n: int) -> SSAValue:
+        assert op.bias is not None
+        name = f"{self.circuit.prefix(layer)}{op.bias}.bias"
+        info = self.tensor_info(op, name, (n,))
+        if info.dtype != "f32":
+            raise self.conflict(op, f"bias '{name}' has type {info.dtype}; biases are fp32")
+        self.used_tensors.add(name)
+        return self.arg(name, tensor_of((n,), Float32Type()), name)
+
+    # -- the function --------------------------------------------------------------------
+
+    def build(self, name: str) -> FuncOp:
+        values: dict[str, SSAValue] = {}
+        self.current = next(self.circuit.all_ops())
+        if self.circuit.input == "tokens":
+            values["tokens"] = self.arg("tokens", tensor_of((self.tokens,), i32), token_axis=0)
+        else:
+            width = self.integer_field("embedding_length")
+            values["hidden"] = self.arg(
+                "embeddings", tensor_of((self.tokens, width), Float32Type()), token_axis=0
+            )
+        for op in self.circuit.prologue:
+            self.emit(op, values, None)
+        period = self.period()
+        for layer in range(self.block_count()):
+            kind = self.circuit.layers.kind_of(layer, period)
+            for op in self.circuit.block:
+                if op.in_layer(kind):
+                    self.emit(op, values, layer)
+        for op in self.circuit.epilogue:
+            self.emit(op, values, None)
+        result = values[self.circuit.result]
+        self.block.add_op(ReturnOp(result))
+        arg_types = [a.type for a in self.block.args]
+        fn = FuncOp(
+            name,
+            (arg_types, [result.type]),
+            Region(self.block),
+            arg_attrs=ArrayAttr(self.args.attrs),
+        )
+        if self.circuit.kind == "decoder" and self.phase == "prefill":
+            # a decoder's prefill takes any token count up to the built one at run time (the
+            # kernels see the count; buffers are sized for the maximum)
+            fn.attributes[MAX_TOKENS_ATTR] = IntegerAttr(self.tokens, i64)
+        return fn
+
+    def block_count(self) -> int:
+        """The layer count, within llama.cpp's own limit: each layer is emitted as ops, so an
+        absurd count would be a build that never ends rather than an error."""
+        layers = self.integer_field("block_count")
+        if layers > MAX_LAYERS:
+            raise BuildError(self.manifest.file, f"manifest value 'block_count' = {layers} "
+                             f"exceeds {MAX_LAYERS} layers, the most llama.cpp loads")
+        return layers
+
+    def integer_field(self, name: str) -> int:
+        value = self.manifest.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise BuildError(
+                self.manifest.file,
+                f"manifest value '{name}' must be a positive integer, got {value!r}",
+            )
+        return value
+
+    def period(self) -> int | None:
+        every = self.circuit.layers.every
+        return None if every is None else self.integer_field(every)
+
+
