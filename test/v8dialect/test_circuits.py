@@ -244,6 +244,12 @@ CASES: list[tuple[str, Mutation, str, str]] = [
         "a decoder's attention is causal",
     ),
     ("wrong schema", lambda d: d.update(schema="v8.circuit/2"), "$.schema", "unsupported schema"),
+    (
+        "op kind no circuit op builds",  # attention builds the KV-cache stores itself
+        set_in_op("ffn_act", "op", "kv_store"),
+        "$.block[18].op",
+        "'kv_store' is not one of",
+    ),
 ]
 
 
