@@ -1,0 +1,60 @@
+/* Closes the region core/simd.h opened and releases its variant's names, so the next
+ * variant can be selected in the same translation unit. */
+#ifndef V8_SIMD_OPEN
+#error "core/simd_end.h without core/simd.h"
+#endif
+#pragma GCC pop_options
+#undef V8_SIMD_OPEN
+#undef V8_SIMD_AVX512
+#undef V8_SIMD_AVX2
+#undef V8_SIMD_SCALAR
+#undef V8_SIMD_FN
+#undef V8F_W
+#undef V8F_NREGS
+#undef v8f
+#undef v8d
+#undef v8i
+#undef v8m
+#undef v8f_zero
+#undef v8f_set1
+#undef v8f_load
+#undef v8f_store
+#undef v8f_load_part
+#undef v8f_store_part
+#undef v8f_add
+#undef v8f_sub
+#undef v8f_mul
+#undef v8f_max
+#undef v8f_abs
+#undef v8f_fma
+#undef v8f_fnma
+#undef v8f_load_f16
+#undef v8f_round_f16
+#undef v8f_lt
+#undef v8f_gt
+#undef v8f_le
+#undef v8f_ne
+#undef v8m_bits
+#undef v8m_any
+#undef v8f_blend
+#undef v8f_keep
+#undef v8f_bits
+#undef v8i_as_f
+#undef v8i_set1
+#undef v8i_load
+#undef v8i_add
+#undef v8i_sub
+#undef v8i_slli
+#undef v8i_lt
+#undef v8i_keep
+#undef v8d_zero
+#undef v8d_add
+#undef v8d_load
+#undef v8d_store
+#undef v8f_lo_d
+#undef v8f_hi_d
+#undef v8f_of_d
+#undef v8f_scalef
+#undef v8f_hsum_halves
+#undef v8f_hsum_pairs
+#undef v8_simd_clean
