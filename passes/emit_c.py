@@ -182,10 +182,7 @@ class PhasePrinter:
         self.w.line(f"size_t {self.phase}_arena_bytes(void) {{ return {arena.value.data}u; }}")
         self.w.line()
         self.print_scratch_function()
-        counts = ["int64_t n_past"] + ([f"int64_t {RUNTIME_TOKENS}"] if self.max_tokens else [])
-        params = ", ".join(["v8_threadpool *pool", *counts, "void *arena", "void *scratch",
-                            "size_t scratch_bytes", *self.parameters()])
-        self.w.line(f"v8_status {self.phase}({params}) {{")
+        self.w.line(f"{self.entry_signature()} {{")
         self.w.indent += 1
         self.print_checks()
         for op in self.fn.body.block.ops:
@@ -193,6 +190,17 @@ class PhasePrinter:
         self.w.indent -= 1
         self.w.line("}")
         self.w.line()
+
+    def entry_signature(self) -> str:
+        counts = ["int64_t n_past"] + ([f"int64_t {RUNTIME_TOKENS}"] if self.max_tokens else [])
+        params = ", ".join(["v8_threadpool *pool", *counts, "void *arena", "void *scratch",
+                            "size_t scratch_bytes", *self.parameters()])
+        return f"v8_status {self.phase}({params})"
+
+    def print_declarations(self) -> None:
+        self.w.line(f"size_t {self.phase}_arena_bytes(void);")
+        self.w.line(f"size_t {self.phase}_scratch_bytes(v8_threadpool *pool);")
+        self.w.line(f"{self.entry_signature()};")
 
     def print_scratch_function(self) -> None:
         self.w.line(f"size_t {self.phase}_scratch_bytes(v8_threadpool *pool) {{")
@@ -470,6 +478,16 @@ def print_module(module: ModuleOp, out: IO[str]) -> None:
         raise V8Error([located("<module>", f"{STAGE}: no phase functions to print")])
     for fn in functions:
         PhasePrinter(fn, w).print()
+
+
+def print_declarations(module: ModuleOp, out: IO[str]) -> None:
+    """The C declarations of the entry points print_module defines, for a translation unit that
+    calls them (the Python extension around a program compiled on its own)."""
+    w = CWriter(out)
+    w.line('#include "v8_runtime.h"')
+    for fn in module.walk():
+        if isinstance(fn, func.FuncOp):
+            PhasePrinter(fn, w).print_declarations()
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,11 @@ from v8dialect.data.paths import runtime_c_dir, runtime_include_dir
 # Baseline flags: no -march, so the objects run on any x86-64; ISA-specific
 # regions opt in with target pragmas and dispatch at run time.
 BASE_CFLAGS: tuple[str, ...] = ("-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC")
+# A generated program is a straight line of kernel calls (the arithmetic lives in the kernels'
+# objects) plus the printer's small elementwise loops: GCC's -O2 passes over one function of a
+# thousand calls cost twice what -O1's do and buy nothing there.  No -O level changes a result:
+# GCC keeps IEEE semantics at every level, and the program turns contraction off itself.
+PROGRAM_CFLAGS: tuple[str, ...] = ("-O1", *BASE_CFLAGS[1:])
 
 # The cffi module itself (the bindings and, for a model, the emitted program) gets line tables
 # only: full -g makes GCC track every variable through one very long emitted function, which
@@ -87,6 +92,9 @@ class CBuild:
     extra_sources: Sequence[Path] = ()
     include_dirs: Sequence[Path] = field(default_factory=tuple)
     cflags: Sequence[str] = BASE_CFLAGS
+    # A generated program, compiled into an object of its own (cached by content, as the kernels
+    # are) with PROGRAM_CFLAGS; `source` then only declares what the extension calls in it.
+    program: str | None = None
 
     def sources(self) -> list[Path]:
         root = runtime_c_dir()
@@ -100,7 +108,8 @@ class CBuild:
 
     def digest(self) -> str:
         h = hashlib.sha256()
-        for part in (self.name, self.cdef, self.source, " ".join((*self.compile_flags(), *MODULE_DEBUG_FLAGS))):
+        for part in (self.name, self.cdef, self.source, self.program or "",
+                     " ".join((*self.compile_flags(), *MODULE_DEBUG_FLAGS))):
             h.update(part.encode())
             h.update(b"\0")
         h.update(os.environ.get("CC", "gcc").encode())
@@ -143,29 +152,30 @@ class CompileError(Exception):
     """A runtime source did not compile; the message holds the command and GCC's output."""
 
 
-def object_digest(spec: CBuild, source: Path, headers: str) -> str:
+def object_digest(spec: CBuild, source: Path, headers: str, flags: Sequence[str] | None = None) -> str:
     """What an object file depends on: compiler, flags, include dirs, their headers' content
     and the source's content (never a modification time)."""
     h = hashlib.sha256()
-    for part in (*compiler_command(), *spec.compile_flags(), *map(str, spec.all_include_dirs()),
-                 headers, source.name):
+    for part in (*compiler_command(), *(spec.compile_flags() if flags is None else flags),
+                 *map(str, spec.all_include_dirs()), headers, source.name):
         h.update(part.encode())
         h.update(b"\0")
     h.update(source.read_bytes())
     return h.hexdigest()[:24]
 
 
-def cached_object(spec: CBuild, source: Path, headers: str) -> Path:
+def cached_object(spec: CBuild, source: Path, headers: str, flags: Sequence[str] | None = None) -> Path:
     """The object of one runtime source, compiled once per content and flags and shared by every
     extension that links it, so a new program compiles only its own C."""
+    flags = spec.compile_flags() if flags is None else flags
     out_dir = cache_root() / "objects"
-    obj = out_dir / f"{source.stem}-{object_digest(spec, source, headers)}.o"
+    obj = out_dir / f"{source.stem}-{object_digest(spec, source, headers, flags)}.o"
     if obj.is_file():
         return obj
     out_dir.mkdir(parents=True, exist_ok=True)
     staging = out_dir / f".{obj.name}.{os.getpid()}.tmp"
     includes = [f"-I{d}" for d in spec.all_include_dirs()]
-    command = [*compiler_command(), *includes, "-c", str(source), "-o", str(staging), *spec.compile_flags()]
+    command = [*compiler_command(), *includes, "-c", str(source), "-o", str(staging), *flags]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         staging.unlink(missing_ok=True)
@@ -180,6 +190,8 @@ def _compile(spec: CBuild, module_name: str, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     headers = spec.headers_digest()
     objects = [cached_object(spec, source, headers) for source in spec.sources()]
+    if spec.program is not None:
+        objects.append(program_object(spec, headers))
     ffi = FFI()
     ffi.cdef(spec.cdef)
     ffi.set_source(
@@ -197,6 +209,21 @@ def _compile(spec: CBuild, module_name: str, out_dir: Path) -> Path:
     final = out_dir / path.name
     os.replace(path, final)
     return final
+
+
+def program_object(spec: CBuild, headers: str) -> Path:
+    """The generated program's object: its text is kept under the cache by content, so the same
+    program (a model rebuilt, a second session) is compiled once."""
+    assert spec.program is not None
+    text = spec.program.encode()
+    folder = cache_root() / "programs"
+    source = folder / f"{spec.name}-{hashlib.sha256(text).hexdigest()[:24]}.c"
+    if not source.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        staging = folder / f".{source.name}.{os.getpid()}.tmp"
+        staging.write_bytes(text)
+        os.replace(staging, source)  # published whole
+    return cached_object(spec, source, headers, [*PROGRAM_CFLAGS, *sanitize_flags()])
 
 
 def _import(module_name: str, path: Path) -> ModuleType:

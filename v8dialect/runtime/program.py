@@ -82,6 +82,14 @@ def emit_c(module: ModuleOp) -> str:
     return out.getvalue()
 
 
+def entry_declarations(module: ModuleOp) -> str:
+    from v8passes.emit_c import print_declarations
+
+    out = StringIO()
+    print_declarations(module, out)
+    return out.getvalue()
+
+
 @dataclass(frozen=True)
 class Buffer:
     name: str
@@ -294,7 +302,8 @@ def build(module: ModuleOp | str, *, kernel_maps: str | None = None, registry: s
     spec = CBuild(
         name=name,
         cdef=runtime_cdef() + "".join(p.cdef() for p in phases.values()),
-        source=c_source,
+        source=entry_declarations(module),
+        program=c_source,
         runtime_sources=RUNTIME_CORE_SOURCES,
         extra_sources=tuple(kernel_sources),
     )
