@@ -194,8 +194,14 @@ static void qx_group_scalar(const qx_job *j, int64_t G) {
 
 /* ---- AVX-512 ------------------------------------------------------------------- */
 
+/* V8_QX_EMULATED_AVX512: a test build (test/runtime_c/quant_repacked) that
+ * maps the _mm512 intrinsics to portable emulations, so the AVX-512 variants
+ * are checked bit for bit on hosts without AVX-512; the target pragmas would
+ * let the compiler emit AVX-512 code there. */
+#ifndef V8_QX_EMULATED_AVX512
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#endif
 
 /* (sc, sc) int16 pairs of group g's scales, one pair per row lane */
 static inline __m512i qx_scale16_avx512(const v8_block_q4_kx16 *w, int g) {
@@ -252,12 +258,16 @@ static void qx_group_avx512(const qx_job *j, int64_t G) {
     qx_store(j, G, out);
 }
 
+#ifndef V8_QX_EMULATED_AVX512
 #pragma GCC pop_options
+#endif
 
 /* AVX-512 VNNI: dpbusd sums each lane's 4 code x activation products into
  * int32 (exact), and group g's dot is scaled with one mullo. */
+#ifndef V8_QX_EMULATED_AVX512
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+#endif
 
 static void qx_group_avx512vnni(const qx_job *j, int64_t G) {
     const __m512i m4 = _mm512_set1_epi8(15);
@@ -288,7 +298,9 @@ static void qx_group_avx512vnni(const qx_job *j, int64_t G) {
     qx_store(j, G, out);
 }
 
+#ifndef V8_QX_EMULATED_AVX512
 #pragma GCC pop_options
+#endif
 
 /* ---- AVX2: the 16 lanes as two 8-lane halves sharing each activation load ---- */
 
@@ -392,7 +404,7 @@ static void qx_task(void *ctx, int64_t task, int worker) {
     }
 }
 
-static v8_status qx_gemv(v8_threadpool *pool, int use_ref, int contract, float *y, const void *w,
+static v8_status qx_gemv(v8_threadpool *pool, qx_group_fn fn, int contract, float *y, const void *w,
                          const float *x, const float *bias, int64_t n, int64_t k, void *scratch,
                          size_t scratch_bytes) {
     V8_REQUIRE(contract == V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_SUPER_BLOCK_CHAIN, V8_ERR_UNKNOWN_SELECTOR);
@@ -414,7 +426,7 @@ static v8_status qx_gemv(v8_threadpool *pool, int use_ref, int contract, float *
         }
     }
     qx_job j = {y, (const v8_block_q4_kx16 *)w, bias, a, bp, n, nb, (n + QX_ROWS - 1) / QX_ROWS};
-    qx_task_ctx c = {&j, qx_variant_for(use_ref)};
+    qx_task_ctx c = {&j, fn};
     const int64_t tasks = (j.n_groups + QX_GROUPS_PER_TASK - 1) / QX_GROUPS_PER_TASK;
     if (pool == NULL) {
         for (int64_t t = 0; t < tasks; ++t) {
@@ -428,13 +440,13 @@ static v8_status qx_gemv(v8_threadpool *pool, int use_ref, int contract, float *
 v8_status v8_q4_k_x16_gemv_ref(int contract, float *y, const void *w, const float *x,
                                const float *bias, int64_t n, int64_t k, void *scratch,
                                size_t scratch_bytes) {
-    return qx_gemv(NULL, 1, contract, y, w, x, bias, n, k, scratch, scratch_bytes);
+    return qx_gemv(NULL, qx_variant_for(1), contract, y, w, x, bias, n, k, scratch, scratch_bytes);
 }
 
 v8_status v8_q4_k_x16_gemv(int contract, float *y, const void *w, const float *x,
                            const float *bias, int64_t n, int64_t k, void *scratch,
                            size_t scratch_bytes) {
-    return qx_gemv(NULL, 0, contract, y, w, x, bias, n, k, scratch, scratch_bytes);
+    return qx_gemv(NULL, qx_variant_for(0), contract, y, w, x, bias, n, k, scratch, scratch_bytes);
 }
 
 v8_status v8_q4_k_x16_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
@@ -442,5 +454,5 @@ v8_status v8_q4_k_x16_gemv_parallel_dispatch(v8_threadpool *pool, int contract, 
                                              int64_t n, int64_t k, void *scratch,
                                              size_t scratch_bytes) {
     V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
-    return qx_gemv(pool, 0, contract, y, w, x, bias, n, k, scratch, scratch_bytes);
+    return qx_gemv(pool, qx_variant_for(0), contract, y, w, x, bias, n, k, scratch, scratch_bytes);
 }

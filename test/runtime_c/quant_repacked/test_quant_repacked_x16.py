@@ -7,6 +7,8 @@ untouched."""
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +26,8 @@ from qr_support import (
 )
 
 from v8dialect.c_abi import constants, declared_in
-from v8dialect.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
+from v8dialect.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
+from v8dialect.paths import runtime_c_dir
 
 _V8 = constants(["v8_runtime.h"])
 V8_OK = _V8["V8_OK"]
@@ -274,3 +277,60 @@ def test_x16_api_rejects_bad_input_without_writing(qx: QX, weights: Any) -> None
     assert lib.v8_q4_k_x16_gemv_scratch_bytes(0) == 0
     bad = {name: v for name, v in checks.items() if not (v[0] == v[2] and v[1])}
     assert not bad, bad
+
+
+# ---- AVX-512 variants, emulated (hosts without AVX-512) --------------------------------------
+
+HERE = Path(__file__).resolve().parent
+EMULATED_C = HERE / "qx_avx512_emulated.c"
+
+
+@pytest.fixture(scope="module")
+def qx_emulated(qx: QX) -> Any:
+    """qr_x16.c built with its AVX-512 variants on portable intrinsic emulations (AVX2 host)."""
+    if qx.lib.v8_cpu_best_isa() < 1:
+        pytest.skip("the emulation build needs AVX2")
+    x16_src = (runtime_c_dir() / "quant_repacked" / "qr_x16.c").read_bytes()
+    mod = build(CBuild(
+        name="v8_qx_avx512_emulated",
+        cdef=runtime_cdef() + """
+            int qx_emulated_avx512_gemv(int vnni, float *y, const void *w, const float *x,
+                                        const float *bias, int64_t n, int64_t k, void *scratch,
+                                        size_t scratch_bytes);""",
+        # the included qr_x16.c is not among the hashed sources: its digest keys the build
+        source=f"/* qr_x16.c {hashlib.sha256(x16_src).hexdigest()} */\n"
+               "#include <stdint.h>\n#include <stddef.h>\n#include \"v8_runtime.h\"\n"
+               "int qx_emulated_avx512_gemv(int vnni, float *y, const void *w, const float *x,"
+               " const float *bias, int64_t n, int64_t k, void *scratch, size_t scratch_bytes);\n",
+        runtime_sources=RUNTIME_CORE_SOURCES + ("quant/q_formats.c",),
+        extra_sources=(EMULATED_C,),
+        include_dirs=(HERE,),
+        cflags=(*BASE_CFLAGS, "-mavx2", "-mfma", "-mf16c")))
+    return mod
+
+
+EMU_SHAPES = [(1, 256), (17, 512), (100, 768), (256, 1024)]
+
+
+@pytest.mark.parametrize("shape", EMU_SHAPES, ids=[f"{n}x{k}" for n, k in EMU_SHAPES])
+def test_x16_emulated_avx512_vs_plain_oracle(qx: QX, qx_emulated: Any, weights: Any,
+                                             shape: tuple[int, int]) -> None:
+    n, k = shape
+    w = weights.get(n, k)
+    wx = qx.repack(w, n, k)
+    ffi, lib = qx_emulated.ffi, qx_emulated.lib
+    cases = [(make_activation(1, k, 31)[0], make_activation(1, n, 4)[0]),
+             (np.full(k, -1.0, np.float32), None)]
+    for x, bias in cases:
+        y_ref = oracle(qx, w, x, bias)
+        for vnni in (0, 1):
+            y = np.full(n, np.nan, np.float32)
+            size = qx.lib.v8_q4_k_x16_gemv_scratch_bytes(k)
+            scratch = np.zeros(size // 4 + 1, np.float32)
+            st = lib.qx_emulated_avx512_gemv(
+                vnni, ffi.cast("float *", y.ctypes.data), ffi.cast("void *", wx.ctypes.data),
+                ffi.cast("float *", x.ctypes.data),
+                ffi.NULL if bias is None else ffi.cast("float *", bias.ctypes.data), n, k,
+                ffi.cast("void *", scratch.ctypes.data), size)
+            same, total = bitexact(y_ref, y)
+            assert st == V8_OK and same == total, ("emulated avx512", vnni, same, total)
