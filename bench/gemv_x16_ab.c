@@ -69,7 +69,21 @@ typedef struct {
     float *y;
 } variant;
 
+#ifdef AB_B
+#define NV 4
+#else
+#define NV 3
+#endif
+
 static v8_threadpool *pool;
+
+#ifdef AB_B
+/* a second build of qr_x16.c (experiment B), its symbols renamed by objcopy */
+v8_status B_gemv(int contract, float *y, const void *w, const float *x, const float *bias,
+                 int64_t n, int64_t k, void *scratch, size_t scratch_bytes);
+v8_status B_gemv_pool(v8_threadpool *pool, int contract, float *y, const void *w, const float *x,
+                      const float *bias, int64_t n, int64_t k, void *scratch, size_t scratch_bytes);
+#endif
 
 static void call(const variant *v, const float *x, int64_t n, int64_t k) {
     v8_status st = V8_OK;
@@ -82,6 +96,12 @@ static void call(const variant *v, const float *x, int64_t n, int64_t k) {
         st = pool ? v8_q4_k_x16_gemv_parallel_dispatch(pool, V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_SUPER_BLOCK_CHAIN, v->y, v->w, x, NULL, n, k, v->scratch, v->scratch_bytes)
                   : v8_q4_k_x16_gemv(V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_SUPER_BLOCK_CHAIN, v->y, v->w, x, NULL, n, k, v->scratch, v->scratch_bytes);
         break;
+#ifdef AB_B
+    case 3:
+        st = pool ? B_gemv_pool(pool, V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_SUPER_BLOCK_CHAIN, v->y, v->w, x, NULL, n, k, v->scratch, v->scratch_bytes)
+                  : B_gemv(V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_SUPER_BLOCK_CHAIN, v->y, v->w, x, NULL, n, k, v->scratch, v->scratch_bytes);
+        break;
+#endif
     default:
         st = pool ? v8_q6_k_gemv_parallel_dispatch(pool, V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER, v->y, v->w, x, NULL, n, k, v->scratch, v->scratch_bytes)
                   : v8_q6_k_gemv(V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER, v->y, v->w, x, NULL, n, k, v->scratch, v->scratch_bytes);
@@ -115,25 +135,33 @@ static void run_shape(const char *isa, int64_t n, int64_t k, int rounds) {
         fprintf(stderr, "repack failed\n");
         exit(1);
     }
-    variant v[3] = {{"q4k plain", 0, w4, v8_qlr_gemv_scratch_bytes(k), NULL, NULL},
+    variant v[NV] = {{"q4k plain", 0, w4, v8_qlr_gemv_scratch_bytes(k), NULL, NULL},
                     {"q4k x16", 1, wx, v8_q4_k_x16_gemv_scratch_bytes(k), NULL, NULL},
-                    {"q6k plain", 2, w6, v8_ql_gemv_scratch_bytes(k), NULL, NULL}};
-    for (int i = 0; i < 3; ++i) {
+                    {"q6k plain", 2, w6, v8_ql_gemv_scratch_bytes(k), NULL, NULL},
+#ifdef AB_B
+                    {"q4k x16 B", 3, wx, v8_q4_k_x16_gemv_scratch_bytes(k), NULL, NULL},
+#endif
+    };
+    for (int i = 0; i < NV; ++i) {
         v[i].scratch = aligned_alloc(64, (v[i].scratch_bytes + 63) / 64 * 64);
         v[i].y = malloc((size_t)n * sizeof(float));
     }
     /* bits: old and new Q4_K must agree */
     call(&v[0], x, n, k);
     call(&v[1], x, n, k);
-    const int same = memcmp(v[0].y, v[1].y, (size_t)n * sizeof(float)) == 0;
+    int same = memcmp(v[0].y, v[1].y, (size_t)n * sizeof(float)) == 0;
+#ifdef AB_B
+    call(&v[3], x, n, k);
+    same = same && memcmp(v[0].y, v[3].y, (size_t)n * sizeof(float)) == 0;
+#endif
     const double est = (double)q4_bytes / 10e9;                   /* ~seconds per call */
     int iters = (int)(0.02 / est);
     iters = iters < 1 ? 1 : iters;
-    double t[3][64];
+    double t[NV][64];
     rounds = rounds > 64 ? 64 : rounds;
     for (int r = 0; r < rounds; ++r) {
-        for (int i = 0; i < 3; ++i) {
-            const int vi = (r % 2) ? 2 - i : i;                  /* alternate the order */
+        for (int i = 0; i < NV; ++i) {
+            const int vi = (r % 2) ? NV - 1 - i : i;             /* alternate the order */
             call(&v[vi], x, n, k);                                 /* warm */
             const double t0 = now();
             for (int it = 0; it < iters; ++it) {
@@ -142,21 +170,25 @@ static void run_shape(const char *isa, int64_t n, int64_t k, int rounds) {
             t[vi][r] = (now() - t0) / iters;
         }
     }
-    double med[3], mn[3];
-    for (int i = 0; i < 3; ++i) {
+    double med[NV], mn[NV];
+    for (int i = 0; i < NV; ++i) {
         qsort(t[i], (size_t)rounds, sizeof(double), cmp_d);
         med[i] = t[i][rounds / 2];
         mn[i] = t[i][0];
     }
-    const double bytes[3] = {(double)q4_bytes, (double)q4_bytes, (double)q6_bytes};
+    const double bytes[4] = {(double)q4_bytes, (double)q4_bytes, (double)q6_bytes, (double)q4_bytes};
     printf("%-6s %6lldx%-5lld bits %s | ", isa, (long long)n, (long long)k, same ? "equal" : "DIFFER");
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < NV; ++i) {
         printf("%s %7.1f us %5.1f GB/s (min %7.1f us %5.1f GB/s) | ", v[i].name, med[i] * 1e6,
                bytes[i] / med[i] * 1e-9, mn[i] * 1e6, bytes[i] / mn[i] * 1e-9);
     }
-    printf("x16/plain time: med %.3f min %.3f\n", med[1] / med[0], mn[1] / mn[0]);
+    printf("x16/plain time: med %.3f min %.3f", med[1] / med[0], mn[1] / mn[0]);
+#ifdef AB_B
+    printf(" | B/x16 time: med %.3f min %.3f", med[3] / med[1], mn[3] / mn[1]);
+#endif
+    printf("\n");
     fflush(stdout);
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < NV; ++i) {
         free(v[i].scratch);
         free(v[i].y);
     }

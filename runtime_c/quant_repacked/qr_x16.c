@@ -16,6 +16,7 @@
  * pairs (B_2h, B_2h+1) as int16 halves, B_g = bsum_2g + bsum_2g+1. */
 #include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/prefetch.h"
@@ -148,8 +149,22 @@ static inline void qx_store(const qx_job *j, int64_t G, const float out[QX_ROWS]
     }
 }
 
+#ifndef QX_PF
+#define QX_PF 1
+#endif
+/* Software prefetch V8_PREFETCH_BYTES ahead along the matrix, which the GEMV
+ * reads as one sequential stream: the block's 5 header lines when it starts,
+ * then one line per 64-byte unit of codes as it is read.  Measured on AMD
+ * EPYC (Zen 3), 1 thread, AVX2, alternating runs: all 37 lines at block start
+ * stalled on the prefetches (in cache 1.1x the time of no prefetch); none
+ * left 131072x1024 streamed at 1.1-1.4x the time; one per unit is 0.84-0.91x
+ * the time of all-at-start in cache and 0.78-0.87x streamed. */
+static inline void qx_prefetch_unit(const uint8_t *line) {
+    _mm_prefetch((const char *)line + V8_PREFETCH_BYTES, _MM_HINT_T0);
+}
+
 static inline void qx_prefetch_block(const v8_block_q4_kx16 *blk) {
-    v8_prefetch_lines((uintptr_t)blk + V8_PREFETCH_BYTES, sizeof(*blk));
+    v8_prefetch_lines((uintptr_t)blk + V8_PREFETCH_BYTES, offsetof(v8_block_q4_kx16, qs));
 }
 
 /* 4 activation bytes as one int32 (for broadcasts) */
@@ -243,6 +258,7 @@ static void qx_group_avx512(const qx_job *j, int64_t G) {
             __m512i p = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int u = 4 * g; u < 4 * g + 4; ++u) {
+                qx_prefetch_unit(w->qs[u]);
                 const __m512i v = _mm512_loadu_si512((const void *)w->qs[u]);
                 const __m512i lo = _mm512_and_si512(v, m4);
                 const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
@@ -282,6 +298,7 @@ static void qx_group_avx512vnni(const qx_job *j, int64_t G) {
             __m512i dot = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int u = 4 * g; u < 4 * g + 4; ++u) {
+                qx_prefetch_unit(w->qs[u]);
                 const __m512i v = _mm512_loadu_si512((const void *)w->qs[u]);
                 const __m512i lo = _mm512_and_si512(v, m4);
                 const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
@@ -324,6 +341,7 @@ static void qx_group_avx2(const qx_job *j, int64_t G) {
             __m256i p0 = _mm256_setzero_si256(), p1 = p0;
 #pragma GCC unroll 4
             for (int u = 4 * g; u < 4 * g + 4; ++u) {
+                qx_prefetch_unit(w->qs[u]);
                 const __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)w->qs[u]);
                 const __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(w->qs[u] + 32));
                 const __m256i alo = _mm256_set1_epi32(qx_a32(ab->qs + 8 * u));
