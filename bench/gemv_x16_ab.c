@@ -17,6 +17,7 @@
 #include "quant/v8_quant.h"
 #include "quant_repacked/v8_quant_repacked.h"
 #include "quant_repacked/v8_quant_repacked_x16.h"
+#include "stream_read.h"
 
 static double now(void) {
     struct timespec t;
@@ -70,10 +71,11 @@ typedef struct {
 } variant;
 
 #ifdef AB_B
-#define NV 4
+#define NV 5
 #else
-#define NV 3
+#define NV 4
 #endif
+#define V_READ (NV - 1) /* the last variant: the streaming-read roofline over the x16 copy */
 
 static v8_threadpool *pool;
 
@@ -85,9 +87,15 @@ v8_status B_gemv_pool(v8_threadpool *pool, int contract, float *y, const void *w
                       const float *bias, int64_t n, int64_t k, void *scratch, size_t scratch_bytes);
 #endif
 
+static v8_threadpool *read_pool;
+static volatile int64_t read_sink;
+
 static void call(const variant *v, const float *x, int64_t n, int64_t k) {
     v8_status st = V8_OK;
     switch (v->kind) {
+    case 4:
+        read_sink = v8_bench_stream_read(pool ? pool : read_pool, v->w, (int64_t)v->scratch_bytes);
+        return;
     case 0:
         st = pool ? v8_q4_k_repacked_gemv_parallel_dispatch(pool, V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_SUPER_BLOCK_CHAIN, v->y, v->w, x, NULL, n, k, v->scratch, v->scratch_bytes)
                   : v8_q4_k_repacked_gemv(V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_SUPER_BLOCK_CHAIN, v->y, v->w, x, NULL, n, k, v->scratch, v->scratch_bytes);
@@ -141,6 +149,7 @@ static void run_shape(const char *isa, int64_t n, int64_t k, int rounds) {
 #ifdef AB_B
                     {"q4k x16 B", 3, wx, v8_q4_k_x16_gemv_scratch_bytes(k), NULL, NULL},
 #endif
+                    {"read x16", 4, wx, xb / 256 * 256, NULL, NULL},
     };
     for (int i = 0; i < NV; ++i) {
         v[i].scratch = aligned_alloc(64, (v[i].scratch_bytes + 63) / 64 * 64);
@@ -176,13 +185,17 @@ static void run_shape(const char *isa, int64_t n, int64_t k, int rounds) {
         med[i] = t[i][rounds / 2];
         mn[i] = t[i][0];
     }
-    const double bytes[4] = {(double)q4_bytes, (double)q4_bytes, (double)q6_bytes, (double)q4_bytes};
+    double bytes[NV];
+    for (int i = 0; i < NV; ++i) {
+        bytes[i] = v[i].kind == 2 ? (double)q6_bytes : v[i].kind == 4 ? (double)(xb / 256 * 256) : (double)q4_bytes;
+    }
     printf("%-6s %6lldx%-5lld bits %s | ", isa, (long long)n, (long long)k, same ? "equal" : "DIFFER");
     for (int i = 0; i < NV; ++i) {
         printf("%s %7.1f us %5.1f GB/s (min %7.1f us %5.1f GB/s) | ", v[i].name, med[i] * 1e6,
                bytes[i] / med[i] * 1e-9, mn[i] * 1e6, bytes[i] / mn[i] * 1e-9);
     }
-    printf("x16/plain time: med %.3f min %.3f", med[1] / med[0], mn[1] / mn[0]);
+    printf("x16/plain time: med %.3f min %.3f | x16 GB/s of its own bytes / read: %.2f",
+           med[1] / med[0], mn[1] / mn[0], (double)xb / med[1] / ((double)(xb / 256 * 256) / med[V_READ]));
 #ifdef AB_B
     printf(" | B/x16 time: med %.3f min %.3f", med[3] / med[1], mn[3] / mn[1]);
 #endif
@@ -202,6 +215,7 @@ int main(int argc, char **argv) {
     const int rounds = argc > 1 ? atoi(argv[1]) : 9;
     const int threads = argc > 2 ? atoi(argv[2]) : 1;
     const int only_stream = argc > 3 ? atoi(argv[3]) : -1; /* 0: cache shapes, 1: streamed */
+    read_pool = v8_threadpool_create(1);
     if (threads > 1 && (pool = v8_threadpool_create(threads)) == NULL) {
         fprintf(stderr, "pool failed\n");
         return 1;
