@@ -71,9 +71,9 @@ typedef struct {
 } variant;
 
 #ifdef AB_B
-#define NV 5
+#define NV 6
 #else
-#define NV 4
+#define NV 5
 #endif
 #define V_READ (NV - 1) /* the last variant: the streaming-read roofline over the x16 copy */
 
@@ -93,6 +93,10 @@ static volatile int64_t read_sink;
 static void call(const variant *v, const float *x, int64_t n, int64_t k) {
     v8_status st = V8_OK;
     switch (v->kind) {
+    case 5:
+        st = pool ? v8_q6_k_x16_gemv_parallel_dispatch(pool, V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER, v->y, v->w, x, NULL, n, k, v->scratch, v->scratch_bytes)
+                  : v8_q6_k_x16_gemv(V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER, v->y, v->w, x, NULL, n, k, v->scratch, v->scratch_bytes);
+        break;
     case 4:
         read_sink = v8_bench_stream_read(pool ? pool : read_pool, v->w, (int64_t)v->scratch_bytes);
         return;
@@ -139,6 +143,12 @@ static void run_shape(const char *isa, int64_t n, int64_t k, int rounds) {
     for (int64_t i = 0; i < k; ++i) {
         x[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
     }
+    const size_t xb6 = v8_q6_k_x16_repack_bytes(n, k);
+    uint8_t *wx6 = aligned_alloc(64, (xb6 + 63) / 64 * 64);
+    if (v8_q6_k_x16_repack(wx6, xb6, w6, n, k) != V8_OK) {
+        fprintf(stderr, "q6 repack failed\n");
+        exit(1);
+    }
     if (v8_q4_k_x16_repack(wx, xb, w4, n, k) != V8_OK) {
         fprintf(stderr, "repack failed\n");
         exit(1);
@@ -146,6 +156,7 @@ static void run_shape(const char *isa, int64_t n, int64_t k, int rounds) {
     variant v[NV] = {{"q4k plain", 0, w4, v8_qlr_gemv_scratch_bytes(k), NULL, NULL},
                     {"q4k x16", 1, wx, v8_q4_k_x16_gemv_scratch_bytes(k), NULL, NULL},
                     {"q6k plain", 2, w6, v8_ql_gemv_scratch_bytes(k), NULL, NULL},
+                    {"q6k x16", 5, wx6, v8_q6_k_x16_gemv_scratch_bytes(k), NULL, NULL},
 #ifdef AB_B
                     {"q4k x16 B", 3, wx, v8_q4_k_x16_gemv_scratch_bytes(k), NULL, NULL},
 #endif
@@ -160,9 +171,12 @@ static void run_shape(const char *isa, int64_t n, int64_t k, int rounds) {
     call(&v[1], x, n, k);
     int same = memcmp(v[0].y, v[1].y, (size_t)n * sizeof(float)) == 0;
 #ifdef AB_B
-    call(&v[3], x, n, k);
-    same = same && memcmp(v[0].y, v[3].y, (size_t)n * sizeof(float)) == 0;
+    call(&v[4], x, n, k);
+    same = same && memcmp(v[0].y, v[4].y, (size_t)n * sizeof(float)) == 0;
 #endif
+    call(&v[2], x, n, k);
+    call(&v[3], x, n, k);
+    const int same6 = memcmp(v[2].y, v[3].y, (size_t)n * sizeof(float)) == 0;
     const double est = (double)q4_bytes / 10e9;                   /* ~seconds per call */
     int iters = (int)(0.02 / est);
     iters = iters < 1 ? 1 : iters;
@@ -187,17 +201,19 @@ static void run_shape(const char *isa, int64_t n, int64_t k, int rounds) {
     }
     double bytes[NV];
     for (int i = 0; i < NV; ++i) {
-        bytes[i] = v[i].kind == 2 ? (double)q6_bytes : v[i].kind == 4 ? (double)(xb / 256 * 256) : (double)q4_bytes;
+        bytes[i] = v[i].kind == 2 || v[i].kind == 5 ? (double)q6_bytes : v[i].kind == 4 ? (double)(xb / 256 * 256) : (double)q4_bytes;
     }
-    printf("%-6s %6lldx%-5lld bits %s | ", isa, (long long)n, (long long)k, same ? "equal" : "DIFFER");
+    printf("%-6s %6lldx%-5lld bits q4k %s q6k %s | ", isa, (long long)n, (long long)k,
+           same ? "equal" : "DIFFER", same6 ? "equal" : "DIFFER");
     for (int i = 0; i < NV; ++i) {
         printf("%s %7.1f us %5.1f GB/s (min %7.1f us %5.1f GB/s) | ", v[i].name, med[i] * 1e6,
                bytes[i] / med[i] * 1e-9, mn[i] * 1e6, bytes[i] / mn[i] * 1e-9);
     }
+    printf("q6k x16/plain time: med %.3f min %.3f | ", med[3] / med[2], mn[3] / mn[2]);
     printf("x16/plain time: med %.3f min %.3f | x16 GB/s of its own bytes / read: %.2f",
            med[1] / med[0], mn[1] / mn[0], (double)xb / med[1] / ((double)(xb / 256 * 256) / med[V_READ]));
 #ifdef AB_B
-    printf(" | B/x16 time: med %.3f min %.3f", med[3] / med[1], mn[3] / mn[1]);
+    printf(" | B/x16 time: med %.3f min %.3f", med[4] / med[1], mn[4] / mn[1]);
 #endif
     printf("\n");
     fflush(stdout);
@@ -208,6 +224,7 @@ static void run_shape(const char *isa, int64_t n, int64_t k, int rounds) {
     free(w4);
     free(w6);
     free(wx);
+    free(wx6);
     free(x);
 }
 

@@ -68,6 +68,46 @@ v8_status v8_q4_k_x16_gemv_parallel_dispatch(v8_threadpool *pool, int contract, 
                                              int64_t n, int64_t k, void *scratch,
                                              size_t scratch_bytes);
 
+/* ---- Q6_K, the same way ------------------------------------------------------
+ *
+ * Contract V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER of quant/v8_quant.h (the plain
+ * v8_q6_k_gemv's: 8 fp32 lanes per row, one FMA per lane per super-block, the
+ * fixed horizontal tree), bit for bit; the integer lane sums are exact, so
+ * only their order differs.  Layout: row groups of 16 (zero-padded), each
+ * storing its k/256 super-blocks in order, one v8_block_q6_kx16 each:
+ *
+ *   d[r]              fp16 scale of row r
+ *   sc[p][r][e]       row r's int8 scale of 16-element sub-block 2p + e
+ *   ql[j][4r + i]     low 4 bits of row r's levels: low nibble element 8j + i,
+ *                     high nibble element 8j + 4 + i (j = 0..31, i = 0..3)
+ *   qh[t][4r + i]     top 2 bits of row r's levels of elements 16t + 4s + i in
+ *                     bits 2s, 2s+1 (s = 0..3)
+ *
+ * 3360 bytes per 16 rows, the plain blocks' size. */
+typedef struct v8_block_q6_kx16 {
+    uint16_t d[16];
+    int8_t sc[8][16][2];
+    uint8_t ql[32][64];
+    uint8_t qh[16][64];
+} v8_block_q6_kx16;
+
+size_t v8_q6_k_x16_repack_bytes(int64_t n, int64_t k);
+v8_status v8_q6_k_x16_repack(void *dst, size_t dst_bytes, const void *w, int64_t n, int64_t k);
+v8_status v8_q6_k_x16_repack_parallel_dispatch(v8_threadpool *pool, void *dst, size_t dst_bytes,
+                                               const void *w, int64_t n, int64_t k);
+size_t v8_q6_k_x16_gemv_scratch_bytes(int64_t k);
+/* y[n] = W[n,k] . x[k] (+ bias[n]); contract: V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER. */
+v8_status v8_q6_k_x16_gemv_ref(int contract, float *y, const void *w, const float *x,
+                               const float *bias, int64_t n, int64_t k, void *scratch,
+                               size_t scratch_bytes);
+v8_status v8_q6_k_x16_gemv(int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t n, int64_t k, void *scratch,
+                           size_t scratch_bytes);
+v8_status v8_q6_k_x16_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
+                                             const void *w, const float *x, const float *bias,
+                                             int64_t n, int64_t k, void *scratch,
+                                             size_t scratch_bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -44,6 +44,18 @@ static inline emu512 emu_and(emu512 a, emu512 b) { EMU_MAP(u32, a.u32[i] & b.u32
 static inline emu512 emu_or(emu512 a, emu512 b) { EMU_MAP(u32, a.u32[i] | b.u32[i]); }
 static inline emu512 emu_srli_epi16(emu512 a, unsigned c) { EMU_MAP(u16, c > 15 ? 0 : (uint16_t)(a.u16[i] >> c)); }
 static inline emu512 emu_slli_epi32(emu512 a, unsigned c) { EMU_MAP(u32, c > 31 ? 0 : a.u32[i] << c); }
+static inline emu512 emu_slli_epi16(emu512 a, unsigned c) { EMU_MAP(u16, c > 15 ? 0 : (uint16_t)(a.u16[i] << c)); }
+static inline emu512 emu_sub_epi32(emu512 a, emu512 b) { EMU_MAP(u32, a.u32[i] - b.u32[i]); }
+static inline emu512 emu_add_ps(emu512 a, emu512 b) { EMU_MAP(f, a.f[i] + b.f[i]); }
+/* bytes of a picked within each 128-bit lane by b's low 4 bits; zero where b's bit 7 is set */
+static inline emu512 emu_shuffle_epi8(emu512 a, emu512 b) {
+    EMU_MAP(u8, (b.u8[i] & 0x80) ? 0 : a.u8[(i & ~15) + (b.u8[i] & 15)]);
+}
+static inline emu512 emu_cvtepi8_epi16(__m256i v) {
+    int8_t b[32];
+    memcpy(b, &v, 32);
+    EMU_MAP(i16, b[i]);
+}
 static inline emu512 emu_add_epi16(emu512 a, emu512 b) { EMU_MAP(u16, (uint16_t)(a.u16[i] + b.u16[i])); }
 static inline emu512 emu_add_epi32(emu512 a, emu512 b) { EMU_MAP(u32, a.u32[i] + b.u32[i]); }
 static inline emu512 emu_mullo_epi32(emu512 a, emu512 b) { EMU_MAP(u32, a.u32[i] * b.u32[i]); }
@@ -94,6 +106,11 @@ static inline emu512 emu_fmadd_ps(emu512 a, emu512 b, emu512 c) { EMU_MAP(f, fma
 #define _mm512_srli_epi16 emu_srli_epi16
 #define _mm512_slli_epi32 emu_slli_epi32
 #define _mm512_add_epi16 emu_add_epi16
+#define _mm512_slli_epi16 emu_slli_epi16
+#define _mm512_sub_epi32 emu_sub_epi32
+#define _mm512_add_ps emu_add_ps
+#define _mm512_shuffle_epi8 emu_shuffle_epi8
+#define _mm512_cvtepi8_epi16 emu_cvtepi8_epi16
 #define _mm512_add_epi32 emu_add_epi32
 #define _mm512_mullo_epi32 emu_mullo_epi32
 #define _mm512_maddubs_epi16 emu_maddubs_epi16
@@ -110,11 +127,18 @@ static inline emu512 emu_fmadd_ps(emu512 a, emu512 b, emu512 c) { EMU_MAP(f, fma
 #define V8_QX_EMULATED_AVX512 1
 #include "quant_repacked/qr_x16.c"
 
+/* The Q6_K GEMV through the emulated AVX-512 variant. */
+v8_status q6x_emulated_avx512_gemv(float *y, const void *w, const float *x, const float *bias,
+                                   int64_t n, int64_t k, void *scratch, size_t scratch_bytes) {
+    return qx_gemv(NULL, 1, q6x_group_avx512, V8_QL_Q6_K_X_Q8_K_FP32_BLOCK_ORDER, y, w, x, bias, n,
+                   k, scratch, scratch_bytes);
+}
+
 /* The GEMV through one emulated AVX-512 variant (vnni: the dpbusd one). */
 v8_status qx_emulated_avx512_gemv(int vnni, float *y, const void *w, const float *x,
                                   const float *bias, int64_t n, int64_t k, void *scratch,
                                   size_t scratch_bytes) {
-    return qx_gemv(NULL, vnni ? qx_group_avx512vnni : qx_group_avx512,
+    return qx_gemv(NULL, 0, vnni ? qx_group_avx512vnni : qx_group_avx512,
                    V8_QL_Q4_K_X_Q8_K_FP32_REPACKED_SUPER_BLOCK_CHAIN, y, w, x, bias, n, k,
                    scratch, scratch_bytes);
 }
