@@ -25,9 +25,9 @@ from qr_support import (
     random_blocks,
 )
 
-from v8dialect.c_abi import constants, declared_in
-from v8dialect.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
-from v8dialect.paths import runtime_c_dir
+from v8dialect.data.c_abi import constants, declared_in
+from v8dialect.data.paths import runtime_c_dir
+from v8dialect.runtime.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
 _V8 = constants(["v8_runtime.h"])
 V8_OK = _V8["V8_OK"]
