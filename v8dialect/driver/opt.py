@@ -21,6 +21,7 @@ from typing import IO
 from v8passes import get_all_passes
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
+from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -153,6 +154,9 @@ class V8OptMain(xDSLOptMain):
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         adopt(arg_parser)  # usage errors exit 1, located, like all bad input
         super().register_all_arguments(arg_parser)
+        arg_parser.add_argument("--verify-each", action="store_true",
+                                help="verify the module before and after every pass, not only "
+                                     "after parsing and after the last pass")
         group = arg_parser.add_argument_group("v8 passes (mlir-opt style flags)")
         for name in get_all_passes():
             group.add_argument(f"--{name}", action="store_true",
@@ -164,6 +168,23 @@ class V8OptMain(xDSLOptMain):
                 raise V8Error(["<command line>: error: use either -p or --<pass> flags, not both"])
             self.args.passes = ",".join(self.flag_passes)
         super().setup_pipeline()
+        xdsl_callback = self.pipeline.callback
+        if xdsl_callback is None or self.args.verify_each:
+            return
+
+        # parse_chunk verified the input, and every v8 pass checks what it owes (V8Pass), so the
+        # module is verified once more after the last pass, not before and between them: each
+        # verification walks every op of a model (a fifth of a 28-layer compile).
+        def verify_at_the_end(previous: ModulePass | None, module: ModuleOp,
+                              following: ModulePass | None) -> None:
+            skip = following is not None and not self.args.disable_verify
+            self.args.disable_verify = self.args.disable_verify or skip
+            try:
+                xdsl_callback(previous, module, following)
+            finally:
+                self.args.disable_verify = self.args.disable_verify and not skip
+
+        self.pipeline = PassPipeline(self.pipeline.passes, verify_at_the_end)
 
     def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
         if (self.args.frontend or file_extension) != "mlir":

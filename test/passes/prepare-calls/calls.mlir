@@ -2,6 +2,8 @@
 // each call bound to its map's ABI with the resolved selector and the threadpool dispatch.
 // RUN: v8-opt --resolve-contracts --lower-to-kernels --prepare-calls %s | filecheck %s
 // RUN: v8-opt --resolve-contracts --lower-to-kernels --prepare-calls %s | v8-opt | filecheck %s
+// Verifying before and after every pass (--verify-each) changes nothing but the cost.
+// RUN: v8-opt --verify-each --resolve-contracts --lower-to-kernels --prepare-calls %s | filecheck %s
 
 func.func @decode(%x: tensor<1x1024xf32>, %norm: tensor<1024xf32>, %w: tensor<1024x1024x!v8.q4_k>, %g: tensor<1x1024xf32>) -> tensor<1x1024xf32> {
   %h = v8.rmsnorm "norm" decode %x, %norm eps 1.000000e-06 contract #v8.op_contract<"rmsnorm_fp32_fp64_sum_ascending", op = rmsnorm, storage = fp32, compute = fp32, reduction_kind = sum_of_squares, reduction_accumulator = fp64, reduction_order = ascending, elementwise = scale_then_weight, transcendentals = sqrtf, rounding_points = [fp32_each_multiply, fp64_accumulate, fp32_mean, fp32_scale, fp32_scaled_value, fp32_weighted_value], partition = #v8.partition<independent_rows, effect = none>> : (tensor<1x1024xf32>, tensor<1024xf32>) -> tensor<1x1024xf32>
