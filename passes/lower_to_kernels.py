@@ -2,7 +2,8 @@
 
 Function arguments become memrefs, each contract-bearing op becomes a
 ``v8.alloc`` for its result plus one ``v8.kernel`` that keeps the op's node,
-phase, scalar parameters and pinned resolution; reshapes become views.  The
+phase, scalar parameters and pinned resolution; reshapes become views.  One
+rewrite pattern per op class, applied by xDSL's pattern walker.  The
 pass checks every op against the resolution ledger before and after.
 """
 
@@ -21,7 +22,15 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     StringAttr,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import Rewriter
 
 from v8dialect.diagnostics import V8Error, op_error
 from v8dialect.ir.graph_op import GraphOp
@@ -53,38 +62,26 @@ def kernel_params(op: GraphOp) -> DictionaryAttr:
     return DictionaryAttr({k: v for k, v in op.properties.items() if k not in NOT_PARAMS})
 
 
-@dataclass
-class FunctionLowering:
-    values: dict[SSAValue, SSAValue]
-    block: Block
+class LowerGraphOp(RewritePattern):
+    """A contract-bearing op -> a buffer for its result (unless it updates an operand in place)
+    and one v8.kernel that keeps its node, phase, scalar parameters and pinned resolution."""
 
-    def lower(self, op: Operation) -> None:
-        match op:
-            case GraphOp():
-                self.lower_graph_op(op)
-            case ReshapeOp():
-                view = ViewOp(self.values[op.input], buffer_type(op.result.type))
-                self.emit(view, op)
-                self.values[op.result] = view.result
-            case func.ReturnOp():
-                self.block.add_op(func.ReturnOp(*(self.values[v] for v in op.arguments)))
-            case _:
-                raise V8Error([op_error(op, f"lower-to-kernels: no lowering for '{op.name}'")])
-
-    def lower_graph_op(self, op: GraphOp) -> None:
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: GraphOp, rewriter: PatternRewriter) -> None:
         if op.resolved is None:
             raise V8Error([op_error(op, "lower-to-kernels: op is not resolved; run resolve-contracts first")])
         (result,) = op.results
         roles = operand_roles(op)
+        new_ops: list[Operation] = []
         if op.IN_PLACE is not None:
             # the op updates that operand's buffer; its result is the same buffer
-            target = self.values[dict(roles)[op.IN_PLACE]]
+            target = dict(roles)[op.IN_PLACE]
         else:
             out = AllocOp(buffer_type(result.type))
-            self.emit(out, op)
+            new_ops.append(out)
             target = out.result
         kernel = KernelOp.create(
-            operands=[self.values[v] for _, v in roles] + [target],
+            operands=[v for _, v in roles] + [target],
             properties={
                 "kind": StringAttr(op.name.removeprefix("v8.")),
                 "node": op.node,
@@ -94,31 +91,37 @@ class FunctionLowering:
                 "resolved": op.resolved,
             },
         )
-        self.emit(kernel, op)
-        self.values[result] = target
-
-    def emit(self, new: Operation, origin: Operation) -> None:
-        new.location = origin.location
-        self.block.add_op(new)
+        new_ops.append(kernel)
+        for new in new_ops:
+            new.location = op.location
+        rewriter.replace(op, new_ops, [target])
 
 
-def lower_function(fn: func.FuncOp) -> None:
-    old_block = fn.body.block
-    arg_types = [buffer_type(a.type) if tensor_type(a.type) is not None else a.type for a in old_block.args]
-    block = Block(arg_types=arg_types)
-    for new, old in zip(block.args, old_block.args, strict=True):
-        new.name_hint = old.name_hint
-    values: dict[SSAValue, SSAValue] = dict(zip(old_block.args, block.args, strict=True))
-    lowering = FunctionLowering(values, block)
-    for op in list(old_block.ops):
-        lowering.lower(op)
-    results = [buffer_type(t) if tensor_type(t) is not None else t for t in fn.function_type.outputs]
-    fn.body.detach_block(old_block)
-    for op in reversed(list(old_block.ops)):
-        op.detach()
-        op.erase(safe_erase=False)
-    fn.body.add_block(block)
-    fn.function_type = FunctionType.from_lists(arg_types, results)
+class LowerReshape(RewritePattern):
+    """A reshape -> a view of the same buffer."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ReshapeOp, rewriter: PatternRewriter) -> None:
+        view = ViewOp(op.input, buffer_type(op.result.type))
+        view.location = op.location
+        rewriter.replace(op, view, [view.result])
+
+
+def buffer_signature(fn: func.FuncOp) -> None:
+    """Tensor arguments and results become buffers of the same shape and element type."""
+    for arg in list(fn.body.block.args):
+        if tensor_type(arg.type) is not None:
+            Rewriter.replace_value_with_new_type(arg, buffer_type(arg.type))
+    inputs = [a.type for a in fn.body.block.args]
+    outputs = [buffer_type(t) if tensor_type(t) is not None else t for t in fn.function_type.outputs]
+    fn.function_type = FunctionType.from_lists(inputs, outputs)
+
+
+def refuse_unlowerable(fn: func.FuncOp) -> None:
+    """Before anything changes: every op of a phase is a GraphIR op, a reshape or the return."""
+    for op in fn.body.block.ops:
+        if not isinstance(op, GraphOp | ReshapeOp | func.ReturnOp):
+            raise V8Error([op_error(op, f"lower-to-kernels: no lowering for '{op.name}'")])
 
 
 @dataclass(frozen=True)
@@ -128,5 +131,11 @@ class LowerToKernels(V8Pass):
     name = "lower-to-kernels"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for fn in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
-            lower_function(fn)
+        functions = [f for f in op.walk() if isinstance(f, func.FuncOp)]
+        for fn in functions:
+            refuse_unlowerable(fn)
+            buffer_signature(fn)
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier([LowerGraphOp(), LowerReshape()]),
+            apply_recursively=False,
+        ).rewrite_module(op)
