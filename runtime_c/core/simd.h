@@ -69,7 +69,12 @@ static inline float v8_hsum_pairs_ref(const float *p) {
 /* ====================================================================================== */
 #if defined(V8_SIMD_AVX512)
 #pragma GCC push_options
+#ifndef V8_SIMD_EMULATED /* test builds: the _mm512 names mapped to a lane-by-lane emulation */
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#define v8_simd_clean() v8_clean_upper_avx512()
+#else
+#define v8_simd_clean() ((void)0)
+#endif
 #define V8_SIMD_FN(name) name##_avx512
 #define V8F_W 16
 #define V8F_NREGS 32
@@ -121,7 +126,6 @@ static inline float v8_hsum_pairs_ref(const float *p) {
                                         _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1))
 #define v8f_scalef(j, n) _mm512_scalef_ps((j), (n))
 #define v8f_hsum_halves(x) v8_hsum_halves_avx512(x)
-#define v8_simd_clean() v8_clean_upper_avx512()
 #ifndef V8_SIMD_AVX512_DEFS
 #define V8_SIMD_AVX512_DEFS
 /* Zero zmm16-31 and the upper halves of zmm0-15.  vzeroupper alone leaves zmm16-31 dirty, and

@@ -1,0 +1,246 @@
+"""The AVX-512 64-row tile task before and after it moved onto core/simd.h, run on any AVX2
+host through a lane-by-lane emulation of the _mm512 intrinsics (avx512_emulation.h).
+
+"Before" is d694d75's tiled.c + tiled_avx512.inc and llama_regular.c (avx512_before_simd_map/,
+verbatim but for the V8_SIMD_EMULATED guards); "after" is runtime_c's tiled.c / llama_regular.c
+(tile_task.inc, tile_task_body.inc with V8_SIMD_AVX512).  Both run under the same emulation, for
+the three contracts the task delivers (tiled: 16-key groups with exp16, 8-key groups with the
+AVX2-form vexp; llama-regular), and must agree bit for bit with each other and with the scalar
+oracle the provider tests compare production against (v8_attn_tiled_ref,
+v8_attn_llama_regular_ref, natively built): the AVX-512 variant's contract is the oracle, so a
+harness fault shared by both sides cannot make them agree with it vacuously.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from tiled_model import F32, SELECTORS, build_lib, build_llama_regular, make_case, mismatch
+
+from v8dialect.data.c_abi import constants
+from v8dialect.data.paths import runtime_c_dir
+from v8dialect.runtime.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
+
+HERE = Path(__file__).resolve().parent
+HARNESS_C = HERE / "tile_task_avx512_emulated.c"
+BEFORE = HERE / "avx512_before_simd_map"
+BEFORE_COMMIT = "d694d75"
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
+
+CONTRACTS = {
+    "tiled16": "f16_kv_tiled64_fp32_softmax_fp64_sum_update",
+    "tiled8": "f16_kv_tiled64_fp32_softmax_fp64_sum_update_8_lane_vexp",
+    "regular": "fp32_llama_regular",
+}
+SIDES = {  # (side, provider) -> the harness selector and the C sources it includes
+    ("new", "tiled"): ("EMU_NEW_TILED", [runtime_c_dir() / "attention" / "tiled.c"]),
+    ("new", "regular"): ("EMU_NEW_REGULAR", [runtime_c_dir() / "attention" / "llama_regular.c"]),
+    ("old", "tiled"): ("EMU_OLD_TILED", [BEFORE / "tiled.c"]),
+    ("old", "regular"): ("EMU_OLD_REGULAR", [BEFORE / "llama_regular.c"]),
+}
+EMU_CDEF = """
+    int emu_avx512_attn(int contract, float *out, const float *q, const void *k, const void *v,
+                        int64_t n_q, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                        int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal,
+                        int64_t window, float scale, void *scratch, size_t scratch_bytes);
+"""
+HSUM_CDEF = "void emu_hsum16(const float *x, float *out);"
+
+
+def provider(contract: str) -> str:
+    return "regular" if contract == "regular" else "tiled"
+
+
+@functools.cache
+def emulated(side: str, prov: str) -> Any:
+    """One side's provider built on the emulation (cached by content like every cffi build)."""
+    macro, includes = SIDES[(side, prov)]
+    # the object cache keys sources by their own bytes and the headers', not by a .c they
+    # include: the included sources' digests are spelled into the module's source text
+    stamp = "".join(f"/* {p.name} {hashlib.sha256(p.read_bytes()).hexdigest()} */\n"
+                    for p in [HARNESS_C, *includes])
+    cdef = runtime_cdef() + EMU_CDEF + (HSUM_CDEF if macro == "EMU_NEW_TILED" else "")
+    return build(CBuild(
+        name=f"v8_tile_task_avx512_emulated_{side}_{prov}", cdef=cdef,
+        source=f"{stamp}#define {macro} 1\n#include \"tile_task_avx512_emulated.c\"\n",
+        runtime_sources=RUNTIME_CORE_SOURCES,
+        include_dirs=(HERE, runtime_c_dir() / "attention"),
+        cflags=(*BASE_CFLAGS, "-mavx2", "-mfma", "-mf16c")))
+
+
+@functools.cache
+def oracle_lib(prov: str) -> Any:
+    return build_llama_regular() if prov == "regular" else build_lib()
+
+
+def _args(ffi: Any, selector: int, case: Any, out: np.ndarray, scratch: Any, nbytes: int) -> list:
+    return [selector, ffi.cast("float *", ffi.from_buffer(out)),
+            ffi.cast("const float *", ffi.from_buffer(case.q)),
+            ffi.cast("const void *", ffi.from_buffer(case.k16)),
+            ffi.cast("const void *", ffi.from_buffer(case.v16)),
+            case.n_q, case.n_head, case.n_head_kv, case.head_dim, case.kv_len, case.capacity,
+            case.q_pos0, int(case.causal), case.window, case.scale, scratch, nbytes]
+
+
+def scratch_bytes(prov: str, case: Any) -> int:
+    lib = oracle_lib(prov).lib
+    fn = lib.v8_attn_llama_regular_scratch_bytes if prov == "regular" else lib.v8_attn_tiled_scratch_bytes
+    return int(fn(case.n_q, case.n_head, case.head_dim, 1))
+
+
+def run_oracle(contract: str, case: Any) -> np.ndarray:
+    prov = provider(contract)
+    mod = oracle_lib(prov)
+    nbytes = scratch_bytes(prov, case)
+    out = np.full(case.q.shape, np.nan, F32)
+    scratch = mod.ffi.new("char[]", nbytes)
+    fn = mod.lib.v8_attn_llama_regular_ref if prov == "regular" else mod.lib.v8_attn_tiled_ref
+    assert fn(*_args(mod.ffi, SELECTORS[CONTRACTS[contract]], case, out, scratch, nbytes)) == V8_OK
+    return out
+
+
+def run_emulated(side: str, contract: str, case: Any) -> np.ndarray:
+    prov = provider(contract)
+    mod = emulated(side, prov)
+    nbytes = scratch_bytes(prov, case)
+    out = np.full(case.q.shape, np.nan, F32)
+    scratch = mod.ffi.new("char[]", nbytes)
+    st = mod.lib.emu_avx512_attn(*_args(mod.ffi, SELECTORS[CONTRACTS[contract]], case, out,
+                                        scratch, nbytes))
+    assert st == V8_OK
+    return out
+
+
+def first_difference(a: np.ndarray, b: np.ndarray) -> str:
+    diff = np.argwhere(a.view(np.uint32) != b.view(np.uint32))
+    if not diff.size:
+        return "none"
+    idx = tuple(int(i) for i in diff[0])
+    return (f"{len(diff)} of {a.size} elements differ; first [row, head, d] = {list(idx)}: "
+            f"{float(a[idx])!r} ({int(a.view(np.uint32)[idx]):#010x}) vs "
+            f"{float(b[idx])!r} ({int(b.view(np.uint32)[idx]):#010x})")
+
+
+# (n_q, past, H, Hkv, D, causal, window, q_mult): query counts around the 64-row tile, past KV
+# 0 / 5 / 1013 (key tiles from 1 to 18, partial last tiles), GQA 32/8, 8/2, 16/16 and 4/1,
+# head dims 64, 72, 80, 128 and 8, 24 (below one 16-lane vector: only the masked P.V tail), causal
+# and full masks, sliding windows shorter than, equal to and longer than a key tile, and inputs
+# scaled so that exp underflows (subnormal probabilities, exp's |n| > 126 and > 192 branches).
+SHAPES = [
+    (1, 0, 8, 2, 64, True, 0, 1.0),
+    (5, 0, 32, 8, 72, True, 0, 1.0),
+    (63, 5, 16, 16, 80, True, 0, 1.0),
+    (64, 0, 8, 2, 128, True, 0, 1.0),
+    (65, 5, 8, 2, 64, True, 0, 1.0),
+    (130, 5, 4, 1, 72, True, 0, 1.0),
+    (1, 1013, 8, 2, 128, True, 0, 1.0),
+    (65, 1013, 2, 1, 80, True, 0, 1.0),
+    (130, 1013, 2, 2, 128, True, 0, 1.0),
+    (5, 1013, 8, 2, 64, False, 0, 1.0),
+    (64, 5, 16, 16, 72, False, 0, 1.0),
+    (130, 0, 4, 2, 80, False, 0, 1.0),
+    (63, 40, 4, 1, 64, True, 7, 1.0),
+    (130, 300, 2, 1, 128, True, 64, 1.0),
+    (65, 1013, 2, 1, 72, True, 100, 1.0),
+    (5, 1013, 4, 2, 80, True, 1000, 1.0),
+    (63, 5, 4, 2, 24, True, 0, 1.0),
+    (65, 0, 2, 1, 8, False, 0, 1.0),
+    (65, 40, 4, 2, 64, True, 0, 64.0),
+    (130, 5, 2, 1, 128, False, 0, 256.0),
+]
+
+
+def shape_id(s: tuple) -> str:
+    n_q, past, h, hkv, d, causal, window, qm = s
+    return (f"q{n_q}-past{past}-h{h}x{hkv}-d{d}-{'causal' if causal else 'full'}"
+            + (f"-w{window}" if window else "") + (f"-qx{qm:g}" if qm != 1.0 else ""))
+
+
+@functools.cache
+def case(shape: tuple) -> Any:
+    n_q, past, h, hkv, d, causal, window, q_mult = shape
+    c = make_case(1000 + 7 * n_q + past + d + h, n_q, past, h, hkv, d, causal=causal,
+                  window=window)
+    c.q = np.ascontiguousarray(c.q * F32(q_mult), dtype=F32)
+    return c
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _needs_avx2() -> None:
+    if oracle_lib("tiled").lib.v8_cpu_best_isa() < 1:
+        pytest.skip("the emulation build needs AVX2, FMA and F16C")
+
+
+@pytest.mark.parametrize("contract", list(CONTRACTS))
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+def test_avx512_tile_task_before_and_after_simd_map(shape: tuple, contract: str) -> None:
+    c = case(shape)
+    ref = run_oracle(contract, c)
+    old = run_emulated("old", contract, c)
+    new = run_emulated("new", contract, c)
+    assert np.isfinite(ref).all()
+    assert mismatch(old, new)[0] == 0, f"old vs new: {first_difference(old, new)}"
+    assert mismatch(new, ref)[0] == 0, f"new vs oracle: {first_difference(new, ref)}"
+    assert mismatch(old, ref)[0] == 0, f"old vs oracle: {first_difference(old, ref)}"
+
+
+def test_inputs_reach_exp_underflow() -> None:
+    """The scaled cases do take exp16's |n| > 192 branch and give subnormal probabilities
+    (x = s - M below -87 and -103 for some visible key), so those lanes are compared too."""
+    c = case(SHAPES[-2])
+    q = c.q.astype(np.float64)
+    k = c.k16.astype(np.float64)
+    s = np.einsum("qhd,hkd->qhk", q, np.repeat(k, c.n_head // c.n_head_kv, axis=0)) * c.scale
+    visible = np.arange(c.kv_len)[None, :] <= (c.q_pos0 + np.arange(c.n_q))[:, None]
+    s = np.where(visible[:, None, :], s[:, :, :c.kv_len], -np.inf)
+    x = s - s.max(axis=2, keepdims=True)
+    x = x[np.isfinite(x)]
+    assert (x < -192 * np.log(2)).any() and ((x < -88) & (x > -103)).any()
+
+
+def test_emulated_reduction_trees_agree() -> None:
+    """_mm512_reduce_add_ps as GCC's header computes it, core/simd.h's v8_hsum_halves_avx512 on
+    the emulation and its scalar reference v8_hsum_halves_ref: one tree, bit for bit, on inputs
+    whose partial sums cancel (any other order rounds differently on many of them)."""
+    mod = emulated("new", "tiled")
+    rng = np.random.default_rng(5)
+    out = np.zeros(3, F32)
+    other_order = 0
+    for _ in range(2000):
+        x = (rng.standard_normal(16) * np.exp2(rng.integers(-20, 20, 16))).astype(F32)
+        mod.lib.emu_hsum16(mod.ffi.cast("const float *", mod.ffi.from_buffer(x)),
+                           mod.ffi.cast("float *", mod.ffi.from_buffer(out)))
+        assert out[0].view(np.uint32) == out[1].view(np.uint32) == out[2].view(np.uint32), x
+        seq = F32(0)
+        for v in x:
+            seq = F32(seq + v)
+        other_order += int(seq.view(np.uint32) != out[0].view(np.uint32))
+    assert other_order > 100  # the inputs do tell trees apart
+
+
+def test_before_copies_are_d694d75_plus_guards() -> None:
+    """avx512_before_simd_map/ is d694d75's source with only the V8_SIMD_EMULATED guards added
+    (checked where the repository's history is at hand)."""
+    repo = runtime_c_dir().parent
+    for path in sorted(BEFORE.glob("*.[ci]*")):
+        git = subprocess.run(["git", "-C", str(repo), "show",
+                              f"{BEFORE_COMMIT}:runtime_c/attention/{path.name}"],
+                             capture_output=True, check=False)
+        if git.returncode != 0:
+            pytest.skip(f"commit {BEFORE_COMMIT} not available here")
+        lines, kept, skip_endif = path.read_text().splitlines(keepends=True), [], False
+        for line in lines:
+            if line.startswith("#ifndef V8_SIMD_EMULATED"):
+                skip_endif = True
+                continue
+            if skip_endif and line == "#endif\n":
+                skip_endif = False
+                continue
+            kept.append(line)
+        assert "".join(kept).encode() == git.stdout, path.name
