@@ -9,6 +9,11 @@ AVX2-form vexp; llama-regular), and must agree bit for bit with each other and w
 oracle the provider tests compare production against (v8_attn_tiled_ref,
 v8_attn_llama_regular_ref, natively built): the AVX-512 variant's contract is the oracle, so a
 harness fault shared by both sides cannot make them agree with it vacuously.
+
+Online attention's AVX-512 score block (online_simd.inc's scores_avx512, whose F32X16X4 tree moved
+onto core/simd.h's v8_hsum_halves_avx512) is compared the same way, old against new against the
+tree stated in C; the AVX512-FP16 group kernels (online_group.inc) changed only their zmm16-31
+clean-up and are not emulated here.
 """
 
 from __future__ import annotations
@@ -244,3 +249,79 @@ def test_before_copies_are_d694d75_plus_guards() -> None:
                 continue
             kept.append(line)
         assert "".join(kept).encode() == git.stdout, path.name
+
+
+# ---- online attention's AVX-512 score block ---------------------------------------------------
+
+ONLINE_FUNCTIONS = ("tail_f64", "ld_h16", "scores_avx512")
+
+
+def c_function(text: str, name: str) -> str:
+    """The definition of static function `name` in `text`: from its line to the first '}' line."""
+    lines = text.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines)
+                 if line.startswith("static") and f" {name}(" in line)
+    end = next(i for i in range(start, len(lines)) if lines[i] == "}\n")
+    return "".join(lines[start:end + 1])
+
+
+def _renamed(text: str, suffix: str) -> str:
+    body = "".join(c_function(text, f) for f in ONLINE_FUNCTIONS)
+    define = "".join(f"#define {f} {f}_{suffix}\n" for f in ONLINE_FUNCTIONS)
+    undef = "".join(f"#undef {f}\n" for f in ONLINE_FUNCTIONS)
+    return define + body + undef
+
+
+@functools.cache
+def online_emulated() -> Any:
+    """scores_avx512 of d694d75's online_simd.inc and of today's, side by side on the emulation
+    (the rest of online.c needs AVX512-FP16 arithmetic, which its refactor did not touch)."""
+    old = (BEFORE / "online_simd.inc").read_text()
+    new = (runtime_c_dir() / "attention" / "online_simd.inc").read_text()
+    entry = HERE / "online_scores_avx512_emulated.c"
+    source = (f"/* {hashlib.sha256(entry.read_bytes()).hexdigest()} */\n"
+              "#define V8_SIMD_EMULATED 1\n"
+              '#include "avx512_emulation.h"\n'
+              '#include "v8_runtime.h"\n'
+              '#include "attention/v8_attention.h"\n'
+              "#define V8_SIMD_AVX512\n"
+              '#include "core/simd.h"\n'
+              '#include "core/simd_end.h"\n'
+              "#define SCORE_BLOCK 64\n"
+              "static inline float h2f(uint16_t h) { return v8_f16_to_f32(h); }\n"
+              + _renamed(old, "old") + _renamed(new, "new")
+              + '#include "online_scores_avx512_emulated.c"\n')
+    cdef = runtime_cdef() + """
+        void emu_online_scores(int after, const uint16_t *k0, int64_t n, const uint16_t *q16,
+                               int64_t d, float scale, float *out);
+        void emu_online_scores_ref(const uint16_t *k0, int64_t n, const uint16_t *q16,
+                                   int64_t d, float scale, float *out);"""
+    return build(CBuild(name="v8_online_scores_avx512_emulated", cdef=cdef, source=source,
+                        runtime_sources=RUNTIME_CORE_SOURCES, include_dirs=(HERE,),
+                        cflags=(*BASE_CFLAGS, "-mavx2", "-mfma", "-mf16c")))
+
+
+@pytest.mark.parametrize("d", [64, 72, 80, 128, 8, 200])
+def test_online_avx512_scores_before_and_after_simd_map(d: int) -> None:
+    """A block of 64 keys (and 1, 5, 63) against one fp16 query, rows spanning magnitudes:
+    old == new == the F32X16X4 tree stated in C, bit for bit."""
+    mod = online_emulated()
+    ffi, lib = mod.ffi, mod.lib
+    rng = np.random.default_rng(d)
+    for n in (64, 1, 5, 63):
+        k = (rng.standard_normal((n, d)) * np.exp2(rng.uniform(-4, 4, (n, 1)))).astype(np.float16)
+        q = (rng.standard_normal(d) * 4).astype(np.float16)
+        outs = {}
+        for name in ("old", "new", "ref"):
+            out = np.full(n, np.nan, F32)
+            args = (ffi.cast("const uint16_t *", ffi.from_buffer(k)), n,
+                    ffi.cast("const uint16_t *", ffi.from_buffer(q)), d, F32(1 / np.sqrt(d)),
+                    ffi.cast("float *", ffi.from_buffer(out)))
+            if name == "ref":
+                lib.emu_online_scores_ref(*args)
+            else:
+                lib.emu_online_scores(int(name == "new"), *args)
+            outs[name] = out
+        assert np.isfinite(outs["ref"]).all()
+        for a, b in (("old", "new"), ("new", "ref"), ("old", "ref")):
+            assert mismatch(outs[a], outs[b])[0] == 0, (d, n, a, b, outs[a], outs[b])
