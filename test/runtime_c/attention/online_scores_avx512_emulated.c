@@ -1,14 +1,14 @@
 /* Entry points of the online providers' AVX-512 score block (online_simd.inc's scores_avx512,
- * the F32X16X4 tree) on the intrinsic emulation, before (d694d75) and after core/simd.h: the
- * including source (test_tile_task_avx512_emulated.py) defines scores_avx512_old and
- * scores_avx512_new from the two files' text.  Also the tree as the contract states it, in C. */
+ * the F32X16X4 tree) on the intrinsic emulation: the including source
+ * (test_tile_task_avx512_emulated.py) takes scores_avx512 from the file's text.  Also the tree
+ * as the contract states it, in C. */
 
 /* out[j] = scale * (float)(tree of key j's products + the exact tail past the last 64) */
-void emu_online_scores(int after, const uint16_t *k0, int64_t n, const uint16_t *q16, int64_t d,
-                       float scale, float *out);
-void emu_online_scores(int after, const uint16_t *k0, int64_t n, const uint16_t *q16, int64_t d,
-                       float scale, float *out) {
-    (after ? scores_avx512_new : scores_avx512_old)(k0, n, q16, d, scale, out);
+void emu_online_scores(const uint16_t *k0, int64_t n, const uint16_t *q16, int64_t d, float scale,
+                       float *out);
+void emu_online_scores(const uint16_t *k0, int64_t n, const uint16_t *q16, int64_t d, float scale,
+                       float *out) {
+    scores_avx512(k0, n, q16, d, scale, out);
 }
 
 /* V8_ATTN_TREE_AVX512_F32X16X4 (attention/v8_attention.h), one scalar operation at a time:

@@ -1,26 +1,20 @@
-"""The AVX-512 64-row tile task before and after it moved onto core/simd.h, run on any AVX2
-host through a lane-by-lane emulation of the _mm512 intrinsics (avx512_emulation.h).
+"""The AVX-512 variants of the attention tile task and of online attention's score block, run on
+any AVX2 host through a lane-by-lane emulation of the _mm512 intrinsics (avx512_emulation.h), so
+that a host without AVX-512 still checks them bit for bit.
 
-"Before" is d694d75's tiled.c + tiled_avx512.inc and llama_regular.c (avx512_before_simd_map/,
-verbatim but for the V8_SIMD_EMULATED guards); "after" is runtime_c's tiled.c / llama_regular.c
-(tile_task.inc, tile_task_body.inc with V8_SIMD_AVX512).  Both run under the same emulation, for
-the three contracts the task delivers (tiled: 16-key groups with exp16, 8-key groups with the
-AVX2-form vexp; llama-regular), and must agree bit for bit with each other and with the scalar
-oracle the provider tests compare production against (v8_attn_tiled_ref,
-v8_attn_llama_regular_ref, natively built): the AVX-512 variant's contract is the oracle, so a
-harness fault shared by both sides cannot make them agree with it vacuously.
-
-Online attention's AVX-512 score block (online_simd.inc's scores_avx512, whose F32X16X4 tree moved
-onto core/simd.h's v8_hsum_halves_avx512) is compared the same way, old against new against the
-tree stated in C; the AVX512-FP16 group kernels (online_group.inc) changed only their zmm16-31
-clean-up and are not emulated here.
+The tile task (tile_task_body.inc over core/simd.h with V8_SIMD_AVX512, as runtime_c's tiled.c
+and llama_regular.c include it) runs for the three contracts it delivers (tiled: 16-key groups
+with exp16, 8-key groups with the AVX2-form vexp; llama-regular) and must equal the scalar oracle
+the provider tests compare production against (v8_attn_tiled_ref, v8_attn_llama_regular_ref,
+natively built).  Online attention's AVX-512 score block (online_simd.inc's scores_avx512) must
+equal its F32X16X4 tree stated in C.  The same harness, run once on the sources before core/simd.h
+existed, found the old and new AVX-512 code bit-identical on every case here.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +28,6 @@ from v8dialect.runtime.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, 
 
 HERE = Path(__file__).resolve().parent
 HARNESS_C = HERE / "tile_task_avx512_emulated.c"
-BEFORE = HERE / "avx512_before_simd_map"
-BEFORE_COMMIT = "d694d75"
 V8_OK = constants(["v8_runtime.h"])["V8_OK"]
 
 CONTRACTS = {
@@ -43,11 +35,9 @@ CONTRACTS = {
     "tiled8": "f16_kv_tiled64_fp32_softmax_fp64_sum_update_8_lane_vexp",
     "regular": "fp32_llama_regular",
 }
-SIDES = {  # (side, provider) -> the harness selector and the C sources it includes
-    ("new", "tiled"): ("EMU_NEW_TILED", [runtime_c_dir() / "attention" / "tiled.c"]),
-    ("new", "regular"): ("EMU_NEW_REGULAR", [runtime_c_dir() / "attention" / "llama_regular.c"]),
-    ("old", "tiled"): ("EMU_OLD_TILED", [BEFORE / "tiled.c"]),
-    ("old", "regular"): ("EMU_OLD_REGULAR", [BEFORE / "llama_regular.c"]),
+PROVIDERS = {  # provider -> the harness selector and the C source it includes
+    "tiled": ("EMU_TILED", runtime_c_dir() / "attention" / "tiled.c"),
+    "regular": ("EMU_REGULAR", runtime_c_dir() / "attention" / "llama_regular.c"),
 }
 EMU_CDEF = """
     int emu_avx512_attn(int contract, float *out, const float *q, const void *k, const void *v,
@@ -63,16 +53,17 @@ def provider(contract: str) -> str:
 
 
 @functools.cache
-def emulated(side: str, prov: str) -> Any:
-    """One side's provider built on the emulation (cached by content like every cffi build)."""
-    macro, includes = SIDES[(side, prov)]
+def emulated(prov: str) -> Any:
+    """The provider built on the emulation (cached by content like every cffi build)."""
+    macro, source = PROVIDERS[prov]
+    includes = [source]
     # the object cache keys sources by their own bytes and the headers', not by a .c they
     # include: the included sources' digests are spelled into the module's source text
     stamp = "".join(f"/* {p.name} {hashlib.sha256(p.read_bytes()).hexdigest()} */\n"
                     for p in [HARNESS_C, *includes])
-    cdef = runtime_cdef() + EMU_CDEF + (HSUM_CDEF if macro == "EMU_NEW_TILED" else "")
+    cdef = runtime_cdef() + EMU_CDEF + (HSUM_CDEF if macro == "EMU_TILED" else "")
     return build(CBuild(
-        name=f"v8_tile_task_avx512_emulated_{side}_{prov}", cdef=cdef,
+        name=f"v8_tile_task_avx512_emulated_{prov}", cdef=cdef,
         source=f"{stamp}#define {macro} 1\n#include \"tile_task_avx512_emulated.c\"\n",
         runtime_sources=RUNTIME_CORE_SOURCES,
         include_dirs=(HERE, runtime_c_dir() / "attention"),
@@ -110,9 +101,9 @@ def run_oracle(contract: str, case: Any) -> np.ndarray:
     return out
 
 
-def run_emulated(side: str, contract: str, case: Any) -> np.ndarray:
+def run_emulated(contract: str, case: Any) -> np.ndarray:
     prov = provider(contract)
-    mod = emulated(side, prov)
+    mod = emulated(prov)
     nbytes = scratch_bytes(prov, case)
     out = np.full(case.q.shape, np.nan, F32)
     scratch = mod.ffi.new("char[]", nbytes)
@@ -184,15 +175,12 @@ def _needs_avx2() -> None:
 
 @pytest.mark.parametrize("contract", list(CONTRACTS))
 @pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
-def test_avx512_tile_task_before_and_after_simd_map(shape: tuple, contract: str) -> None:
+def test_avx512_tile_task_equals_the_oracle(shape: tuple, contract: str) -> None:
     c = case(shape)
     ref = run_oracle(contract, c)
-    old = run_emulated("old", contract, c)
-    new = run_emulated("new", contract, c)
+    got = run_emulated(contract, c)
     assert np.isfinite(ref).all()
-    assert mismatch(old, new)[0] == 0, f"old vs new: {first_difference(old, new)}"
-    assert mismatch(new, ref)[0] == 0, f"new vs oracle: {first_difference(new, ref)}"
-    assert mismatch(old, ref)[0] == 0, f"old vs oracle: {first_difference(old, ref)}"
+    assert mismatch(got, ref)[0] == 0, f"AVX-512 vs oracle: {first_difference(got, ref)}"
 
 
 def test_inputs_reach_exp_underflow() -> None:
@@ -213,7 +201,7 @@ def test_emulated_reduction_trees_agree() -> None:
     """_mm512_reduce_add_ps as GCC's header computes it, core/simd.h's v8_hsum_halves_avx512 on
     the emulation and its scalar reference v8_hsum_halves_ref: one tree, bit for bit, on inputs
     whose partial sums cancel (any other order rounds differently on many of them)."""
-    mod = emulated("new", "tiled")
+    mod = emulated("tiled")
     rng = np.random.default_rng(5)
     out = np.zeros(3, F32)
     other_order = 0
@@ -227,28 +215,6 @@ def test_emulated_reduction_trees_agree() -> None:
             seq = F32(seq + v)
         other_order += int(seq.view(np.uint32) != out[0].view(np.uint32))
     assert other_order > 100  # the inputs do tell trees apart
-
-
-def test_before_copies_are_d694d75_plus_guards() -> None:
-    """avx512_before_simd_map/ is d694d75's source with only the V8_SIMD_EMULATED guards added
-    (checked where the repository's history is at hand)."""
-    repo = runtime_c_dir().parent
-    for path in sorted(BEFORE.glob("*.[ci]*")):
-        git = subprocess.run(["git", "-C", str(repo), "show",
-                              f"{BEFORE_COMMIT}:runtime_c/attention/{path.name}"],
-                             capture_output=True, check=False)
-        if git.returncode != 0:
-            pytest.skip(f"commit {BEFORE_COMMIT} not available here")
-        lines, kept, skip_endif = path.read_text().splitlines(keepends=True), [], False
-        for line in lines:
-            if line.startswith("#ifndef V8_SIMD_EMULATED"):
-                skip_endif = True
-                continue
-            if skip_endif and line == "#endif\n":
-                skip_endif = False
-                continue
-            kept.append(line)
-        assert "".join(kept).encode() == git.stdout, path.name
 
 
 # ---- online attention's AVX-512 score block ---------------------------------------------------
@@ -265,19 +231,13 @@ def c_function(text: str, name: str) -> str:
     return "".join(lines[start:end + 1])
 
 
-def _renamed(text: str, suffix: str) -> str:
-    body = "".join(c_function(text, f) for f in ONLINE_FUNCTIONS)
-    define = "".join(f"#define {f} {f}_{suffix}\n" for f in ONLINE_FUNCTIONS)
-    undef = "".join(f"#undef {f}\n" for f in ONLINE_FUNCTIONS)
-    return define + body + undef
 
 
 @functools.cache
 def online_emulated() -> Any:
-    """scores_avx512 of d694d75's online_simd.inc and of today's, side by side on the emulation
-    (the rest of online.c needs AVX512-FP16 arithmetic, which its refactor did not touch)."""
-    old = (BEFORE / "online_simd.inc").read_text()
-    new = (runtime_c_dir() / "attention" / "online_simd.inc").read_text()
+    """scores_avx512 of online_simd.inc on the emulation (the rest of online.c needs
+    AVX512-FP16 arithmetic, which the emulation does not provide)."""
+    text = (runtime_c_dir() / "attention" / "online_simd.inc").read_text()
     entry = HERE / "online_scores_avx512_emulated.c"
     source = (f"/* {hashlib.sha256(entry.read_bytes()).hexdigest()} */\n"
               "#define V8_SIMD_EMULATED 1\n"
@@ -289,11 +249,11 @@ def online_emulated() -> Any:
               '#include "core/simd_end.h"\n'
               "#define SCORE_BLOCK 64\n"
               "static inline float h2f(uint16_t h) { return v8_f16_to_f32(h); }\n"
-              + _renamed(old, "old") + _renamed(new, "new")
+              + "".join(c_function(text, f) for f in ONLINE_FUNCTIONS)
               + '#include "online_scores_avx512_emulated.c"\n')
     cdef = runtime_cdef() + """
-        void emu_online_scores(int after, const uint16_t *k0, int64_t n, const uint16_t *q16,
-                               int64_t d, float scale, float *out);
+        void emu_online_scores(const uint16_t *k0, int64_t n, const uint16_t *q16, int64_t d,
+                               float scale, float *out);
         void emu_online_scores_ref(const uint16_t *k0, int64_t n, const uint16_t *q16,
                                    int64_t d, float scale, float *out);"""
     return build(CBuild(name="v8_online_scores_avx512_emulated", cdef=cdef, source=source,
@@ -302,9 +262,9 @@ def online_emulated() -> Any:
 
 
 @pytest.mark.parametrize("d", [64, 72, 80, 128, 8, 200])
-def test_online_avx512_scores_before_and_after_simd_map(d: int) -> None:
+def test_online_avx512_scores_equal_the_stated_tree(d: int) -> None:
     """A block of 64 keys (and 1, 5, 63) against one fp16 query, rows spanning magnitudes:
-    old == new == the F32X16X4 tree stated in C, bit for bit."""
+    the AVX-512 score block equals the F32X16X4 tree stated in C, bit for bit."""
     mod = online_emulated()
     ffi, lib = mod.ffi, mod.lib
     rng = np.random.default_rng(d)
@@ -312,7 +272,7 @@ def test_online_avx512_scores_before_and_after_simd_map(d: int) -> None:
         k = (rng.standard_normal((n, d)) * np.exp2(rng.uniform(-4, 4, (n, 1)))).astype(np.float16)
         q = (rng.standard_normal(d) * 4).astype(np.float16)
         outs = {}
-        for name in ("old", "new", "ref"):
+        for name in ("avx512", "ref"):
             out = np.full(n, np.nan, F32)
             args = (ffi.cast("const uint16_t *", ffi.from_buffer(k)), n,
                     ffi.cast("const uint16_t *", ffi.from_buffer(q)), d, F32(1 / np.sqrt(d)),
@@ -320,8 +280,7 @@ def test_online_avx512_scores_before_and_after_simd_map(d: int) -> None:
             if name == "ref":
                 lib.emu_online_scores_ref(*args)
             else:
-                lib.emu_online_scores(int(name == "new"), *args)
+                lib.emu_online_scores(*args)
             outs[name] = out
         assert np.isfinite(outs["ref"]).all()
-        for a, b in (("old", "new"), ("new", "ref"), ("old", "ref")):
-            assert mismatch(outs[a], outs[b])[0] == 0, (d, n, a, b, outs[a], outs[b])
+        assert mismatch(outs["avx512"], outs["ref"])[0] == 0, (d, n, outs["avx512"], outs["ref"])

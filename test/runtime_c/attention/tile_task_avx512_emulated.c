@@ -1,10 +1,8 @@
 /* One provider's AVX-512 64-row tile task on the intrinsic emulation of avx512_emulation.h,
  * driven as the provider's serial production entry drives it, so it runs on an AVX2 host.
- * The includer selects the source with one of
- *   EMU_NEW_TILED    runtime_c/attention/tiled.c (tile_task_body.inc over core/simd.h)
- *   EMU_NEW_REGULAR  runtime_c/attention/llama_regular.c (the same tile task, V8_TILE_REGULAR)
- *   EMU_OLD_TILED    avx512_before_simd_map/tiled.c (d694d75: tiled_avx512.inc)
- *   EMU_OLD_REGULAR  avx512_before_simd_map/llama_regular.c (d694d75: lr_block_avx512)
+ * The includer selects the provider with one of
+ *   EMU_TILED    runtime_c/attention/tiled.c (tile_task_body.inc over core/simd.h)
+ *   EMU_REGULAR  runtime_c/attention/llama_regular.c (the same tile task, V8_TILE_REGULAR)
  * and gets emu_avx512_attn(V8_ATTN_ARGS_DECL): the provider's checks, then every (head, 64-row
  * query block) task through the AVX-512 variant, whatever v8_cpu_best_isa() says. */
 #define V8_SIMD_EMULATED 1
@@ -16,15 +14,10 @@ v8_status emu_avx512_attn(int contract, float *out, const float *q, const void *
                           int64_t kv_len, int64_t kv_capacity, int64_t q_pos0, int causal,
                           int64_t window, float scale, void *scratch, size_t scratch_bytes);
 
-#if defined(EMU_NEW_TILED) || defined(EMU_OLD_TILED)
+#if defined(EMU_TILED)
 
-#ifdef EMU_NEW_TILED
 #include "attention/tiled.c"
 #define EMU_TASK tile_task_avx512
-#else
-#include "avx512_before_simd_map/tiled.c"
-#define EMU_TASK tiled_task_avx512
-#endif
 
 v8_status emu_avx512_attn(V8_ATTN_ARGS_DECL) {
     const v8_attn_args a = V8_ATTN_PACK();
@@ -43,13 +36,9 @@ v8_status emu_avx512_attn(V8_ATTN_ARGS_DECL) {
     return V8_OK;
 }
 
-#elif defined(EMU_NEW_REGULAR) || defined(EMU_OLD_REGULAR)
+#elif defined(EMU_REGULAR)
 
-#ifdef EMU_NEW_REGULAR
 #include "attention/llama_regular.c"
-#else
-#include "avx512_before_simd_map/llama_regular.c"
-#endif
 
 v8_status emu_avx512_attn(V8_ATTN_ARGS_DECL) {
     const v8_attn_args a = LR_PACK();
@@ -66,25 +55,20 @@ v8_status emu_avx512_attn(V8_ATTN_ARGS_DECL) {
         const int64_t h = t / n_blocks;
         const int64_t r0 = (t % n_blocks) * TQ;
         const int64_t nr = n_q - r0 < TQ ? n_q - r0 : TQ;
-#ifdef EMU_NEW_REGULAR
         const v8_tile_ws w = tile_slice(a.scratch, head_dim, lr_worker_floats(head_dim), 0);
         tile_task_avx512(&a, &w, h, r0, nr, V8_TILE_REGULAR);
-#else
-        uintptr_t base = ((uintptr_t)a.scratch + 63) & ~(uintptr_t)63;
-        lr_block_avx512(&a, (float *)base, h, r0, nr);
-#endif
     }
     return V8_OK;
 }
 
 #else
-#error "define one of EMU_NEW_TILED, EMU_NEW_REGULAR, EMU_OLD_TILED, EMU_OLD_REGULAR"
+#error "define EMU_TILED or EMU_REGULAR"
 #endif
 
 /* The emulated reduction tree next to core/simd.h's AVX-512 and reference trees, for the
  * harness's own check that they agree (out: reduce_add, hsum_halves_avx512, hsum_halves_ref). */
 void emu_hsum16(const float *x, float *out);
-#ifdef EMU_NEW_TILED
+#ifdef EMU_TILED
 void emu_hsum16(const float *x, float *out) {
     const __m512 v = _mm512_loadu_ps(x);
     out[0] = _mm512_reduce_add_ps(v);
