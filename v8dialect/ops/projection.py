@@ -23,7 +23,7 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from v8dialect.builder.values import dims_of, tensor_of
-from v8dialect.ir.attributes import (
+from v8dialect.ir.contract_attrs import (
     LinearCompositeContractAttr,
     LinearContractAttr,
     OpContractAttr,
