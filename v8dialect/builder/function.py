@@ -28,7 +28,7 @@ from v8dialect.builder.values import (
     element_type,
     tensor_of,
 )
-from v8dialect.data.circuits import (
+from v8dialect.data.circuit_model import (
     MANIFEST_SELECTORS,
     Choice,
     Circuit,
