@@ -20,6 +20,7 @@ from v8dialect.data.circuit_model import (
     LayerPattern,
     OpTemplate,
 )
+from v8dialect.data.contracts import parse_contract_id
 from v8dialect.data.jsondata import Node
 from v8dialect.data.manifest import FIELDS as MANIFEST_FIELDS
 from v8dialect.data.manifest import INTS, ManifestError, ManifestValue, convert
@@ -78,7 +79,7 @@ def _tensor_stem(node: Node) -> str:
 
 def _choice(node: Node, kind: str) -> Choice:
     if isinstance(node.value, str):
-        return Choice(_contract_id(node), path=node.path)
+        return Choice(parse_contract_id(node), path=node.path)
     node.object(["contract"], ["when", "execution"])
     when: tuple[tuple[str, str], ...] = ()
     if node.has("when"):
@@ -102,15 +103,7 @@ def _choice(node: Node, kind: str) -> Choice:
             ex.child("runtime").word(vocab.THREADING_RUNTIMES),
             ex.child("partition").word(vocab.WORK_PARTITIONS),
         )
-    return Choice(_contract_id(node.child("contract")), when, execution, node.path)
-
-
-def _contract_id(node: Node) -> str:
-    contract_id = node.string()
-    problem = vocab.loose_id_problem(contract_id)
-    if problem:
-        raise node.error(problem)
-    return contract_id
+    return Choice(parse_contract_id(node.child("contract")), when, execution, node.path)
 
 
 def _choices(node: Node, kind: str) -> tuple[Choice, ...]:
