@@ -28,10 +28,10 @@ from v8dialect.data.jsondata import DataError
 from v8dialect.data.kernel_maps import KernelMap, KernelMapSet, WorkPartition, load_kernel_maps
 from v8dialect.data.paths import option_paths
 from v8dialect.diagnostics import V8Error, data_error, op_error
-from v8dialect.ir.attributes import ExecutionAttr, ResolvedAttr
 from v8dialect.ir.contract_ir import differences
 from v8dialect.ir.graph_op import GraphOp
 from v8dialect.ir.ledger import graph_ops, node_key, write_ledger
+from v8dialect.ir.resolution_attrs import ExecutionAttr, ResolvedAttr
 
 MODES = ("bringup", "production")
 NEAREST_SHOWN = 3

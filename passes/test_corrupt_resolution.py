@@ -18,11 +18,11 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Operation
 
 from v8dialect.diagnostics import V8Error, located
-from v8dialect.ir.attributes import ResolvedAttr
 from v8dialect.ir.call_ready import SelectorAttr
 from v8dialect.ir.ledger import node_key, read_ledger, write_ledger
 from v8dialect.ir.lowered import CallOp
 from v8dialect.ir.pinning import pinned_ops
+from v8dialect.ir.resolution_attrs import ResolvedAttr
 
 RESOLVED_FIELDS = ("kernel", "contract", "selector", "oracle", "production", "threadpool")
 

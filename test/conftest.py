@@ -46,9 +46,9 @@ def pytest_configure(config: pytest.Config) -> None:
     del config
     if not os.environ.get("V8_SANITIZE"):
         return
-    from v8dialect.parity import ggml_ops
+    from v8dialect.parity import ggml_lib
 
     def refuse() -> tuple[Any, Any]:
         pytest.skip(SANITIZED_SKIP)
 
-    ggml_ops._libraries = refuse  # pyright: ignore[reportPrivateUsage]
+    ggml_lib.load_libraries = refuse

@@ -14,12 +14,11 @@ import pytest
 from v8dialect.data.circuits import (
     CircuitGaps,
     available_circuits,
-    circuits_dir,
-    json_positions,
     load_circuit,
 )
 from v8dialect.data.contracts import ContractRegistry, load_registry
-from v8dialect.data.jsondata import DataError
+from v8dialect.data.jsondata import DataError, json_positions
+from v8dialect.data.paths import circuits_dir
 
 REGISTRY = load_registry()
 BUILDABLE = ("gemma3", "nanbeige", "qwen2", "qwen3", "qwen35", "qwen3vl")

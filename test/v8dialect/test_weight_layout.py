@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from v8dialect.builder.build import main
-from v8dialect.data.circuits import MANIFEST_SELECTORS, SELECTOR_VALUES
+from v8dialect.data.circuit_model import (
+    MANIFEST_SELECTORS,
+    SELECTOR_VALUES,
+)
 from v8dialect.data.manifest import FIELDS
 from v8dialect.data.paths import circuits_dir
 from v8dialect.ir.ledger import graph_ops

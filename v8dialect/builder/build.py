@@ -48,10 +48,8 @@ from v8dialect.builder.values import (
     MAX_POSITIONS,
     BuildError,
 )
-from v8dialect.data.circuits import (
-    Circuit,
-    load_circuit,
-)
+from v8dialect.data.circuit_model import Circuit
+from v8dialect.data.circuits import load_circuit
 from v8dialect.data.contracts import ContractRegistry, load_registry
 from v8dialect.data.jsondata import DataError
 from v8dialect.data.manifest import (

@@ -28,7 +28,7 @@ from v8dialect.builder.values import (
     element_type,
     tensor_of,
 )
-from v8dialect.data.circuits import (
+from v8dialect.data.circuit_model import (
     MANIFEST_SELECTORS,
     Choice,
     Circuit,
@@ -39,15 +39,17 @@ from v8dialect.data.manifest import (
     Manifest,
     TensorInfo,
 )
-from v8dialect.ir.attributes import (
-    ExecutionRequirementAttr,
-    Phase,
-    PhaseAttr,
-    RequirementAttr,
-)
 from v8dialect.ir.contract_ir import to_attr
 from v8dialect.ir.graph_op import element as element_dtype
+from v8dialect.ir.resolution_attrs import (
+    ExecutionRequirementAttr,
+    RequirementAttr,
+)
 from v8dialect.ir.token_count import MAX_TOKENS_ATTR, TOKEN_AXIS_ATTR
+from v8dialect.ir.types import (
+    Phase,
+    PhaseAttr,
+)
 from v8dialect.ops.registry import op_kind
 
 # ---- function arguments ------------------------------------------------------------

@@ -11,7 +11,7 @@ from v8dialect.builder.values import (
     UNEXPRESSED_METADATA,
     BuildError,
 )
-from v8dialect.data.circuits import (
+from v8dialect.data.circuit_model import (
     MANIFEST_SELECTORS,
     SELECTOR_VALUES,
     Circuit,

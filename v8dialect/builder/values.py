@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, TensorType, i32
 from xdsl.ir import Attribute, SSAValue
 
-from v8dialect.ir.attributes import (
+from v8dialect.ir.graph_op import shape as tensor_shape
+from v8dialect.ir.types import (
     Q4KType,
     Q5KType,
     Q6KType,
@@ -17,7 +18,6 @@ from v8dialect.ir.attributes import (
     Q51Type,
     Q80Type,
 )
-from v8dialect.ir.graph_op import shape as tensor_shape
 
 DEFAULT_PREFILL_TOKENS = 16
 MAX_LAYERS = 512  # the most layers llama.cpp loads: no model file it runs has more

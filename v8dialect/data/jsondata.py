@@ -2,11 +2,13 @@
 
 Every accessor knows the file and the JSON path it is reading, so an error
 names both: ``contracts/attention.json: $.contracts[3].partition.kind: ...``.
-Unknown keys are errors, never ignored.
+Unknown keys are errors, never ignored.  ``json_positions`` says where in the text
+each JSON path's value starts (a circuit's ops carry their line and column).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -164,3 +166,59 @@ def type_name(value: Any) -> str:
 
 def root(file: Path) -> Node:
     return Node(file, "$", load_json(file))
+
+
+def json_positions(text: str) -> dict[str, tuple[int, int]]:
+    """1-based (line, column) of every JSON value, keyed by its JSON path as a Node names it."""
+    scanner = _PositionScanner(text)
+    scanner.value(0, "$")
+    return scanner.positions
+
+
+class _PositionScanner:
+    """Walks JSON text (already known to parse) recording where each value starts."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.positions: dict[str, tuple[int, int]] = {}
+        self.line_starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
+        self.decoder = json.JSONDecoder()
+
+    def where(self, offset: int) -> tuple[int, int]:
+        line = bisect.bisect_right(self.line_starts, offset) - 1
+        return line + 1, offset - self.line_starts[line] + 1
+
+    def skip(self, i: int) -> int:
+        while i < len(self.text) and self.text[i] in " \t\r\n":
+            i += 1
+        return i
+
+    def value(self, i: int, path: str) -> int:
+        i = self.skip(i)
+        self.positions[path] = self.where(i)
+        if self.text[i] == "{":
+            return self.members(i, path)
+        if self.text[i] == "[":
+            return self.elements(i, path)
+        return self.decoder.raw_decode(self.text, i)[1]
+
+    def members(self, i: int, path: str) -> int:
+        i = self.skip(i + 1)
+        while self.text[i] != "}":
+            # raw_decode at the opening quote reads the key as scanstring would (typeshed
+            # does not declare scanstring).
+            key, i = self.decoder.raw_decode(self.text, i)
+            i = self.skip(self.skip(i) + 1)  # past ':'
+            i = self.after_item(self.value(i, f"{path}.{key}"))
+        return i + 1
+
+    def elements(self, i: int, path: str) -> int:
+        i, index = self.skip(i + 1), 0
+        while self.text[i] != "]":
+            i = self.after_item(self.value(i, f"{path}[{index}]"))
+            index += 1
+        return i + 1
+
+    def after_item(self, i: int) -> int:
+        i = self.skip(i)
+        return self.skip(i + 1) if self.text[i] == "," else i

@@ -16,16 +16,16 @@ from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntAttr, IntegerAtt
 from xdsl.ir import Attribute
 
 from v8dialect.data.contracts import Contract, ContractRegistry, Partition
-from v8dialect.ir.attributes import (
+from v8dialect.ir.contract_attrs import (
     AnyContractAttr,
     AttentionContractAttr,
     CompositeContractAttr,
-    KeywordAttribute,
     LinearCompositeContractAttr,
     LinearContractAttr,
     OpContractAttr,
     PartitionAttr,
 )
+from v8dialect.ir.keyword_syntax import KeywordAttribute
 from v8dialect.ir.narrowing import array_items, int_data
 
 

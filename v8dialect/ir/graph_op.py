@@ -32,10 +32,17 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from v8dialect.ir.attributes import (
+from v8dialect.ir.contract_attrs import (
     ContractAttr,
-    ExecutionRequirementAttr,
     OpContractAttr,
+)
+from v8dialect.ir.narrowing import tensor_type
+from v8dialect.ir.resolution_attrs import (
+    ExecutionRequirementAttr,
+    RequirementAttr,
+    ResolvedAttr,
+)
+from v8dialect.ir.types import (
     PhaseAttr,
     Q4KType,
     Q5KType,
@@ -45,10 +52,7 @@ from v8dialect.ir.attributes import (
     Q50Type,
     Q51Type,
     Q80Type,
-    RequirementAttr,
-    ResolvedAttr,
 )
-from v8dialect.ir.narrowing import tensor_type
 
 QK_BLOCK = 256  # weights per K-quant super-block
 I32_MAX = 2**31 - 1  # positions are int32 in llama.cpp and in the C ABI

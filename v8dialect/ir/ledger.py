@@ -13,8 +13,8 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 
-from v8dialect.ir.attributes import ResolvedAttr
 from v8dialect.ir.graph_op import GraphOp
+from v8dialect.ir.resolution_attrs import ResolvedAttr
 
 LEDGER_ATTR = "v8.resolution_ledger"
 

@@ -37,8 +37,9 @@ from xdsl.irdl import (
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
 
-from v8dialect.ir.attributes import PhaseAttr, ResolvedAttr
 from v8dialect.ir.call_ready import CALL_READY_ATTRIBUTES, CALL_READY_OPS, check_args
+from v8dialect.ir.resolution_attrs import ResolvedAttr
+from v8dialect.ir.types import PhaseAttr
 
 # What prepare-calls records on each phase function for the C printer and the program
 # builder: its arena size, output count and the arguments kernels write in place.

@@ -15,10 +15,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
 from v8dialect.diagnostics import V8Error, located, op_error
-from v8dialect.ir.attributes import ResolvedAttr
 from v8dialect.ir.graph_op import GraphOp
 from v8dialect.ir.ledger import node_key as ledger_key
 from v8dialect.ir.ledger import read_ledger
+from v8dialect.ir.resolution_attrs import ResolvedAttr
 
 
 def pinned_ops(module: ModuleOp) -> Iterator[tuple[Operation, ResolvedAttr | None]]:

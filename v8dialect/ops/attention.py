@@ -28,16 +28,11 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from v8dialect.builder.values import MAX_POSITIONS, dims_of, element_type, tensor_of
-from v8dialect.ir.attributes import (
+from v8dialect.ir.call_ready import EntryValue
+from v8dialect.ir.contract_attrs import (
     AttentionContractAttr,
     CompositeContractAttr,
-    Mask,
-    MaskAttr,
-    Phase,
-    PhaseAttr,
-    RequirementAttr,
 )
-from v8dialect.ir.call_ready import EntryValue
 from v8dialect.ir.contract_ir import to_attr
 from v8dialect.ir.graph_op import (
     I32_MAX,
@@ -48,6 +43,13 @@ from v8dialect.ir.graph_op import (
     tensor,
 )
 from v8dialect.ir.lowered import KernelOp
+from v8dialect.ir.resolution_attrs import RequirementAttr
+from v8dialect.ir.types import (
+    Mask,
+    MaskAttr,
+    Phase,
+    PhaseAttr,
+)
 from v8dialect.lowering.call_values import Arg, Tokens
 from v8dialect.ops.abi import param_float, shape_of
 from v8dialect.ops.kind import OpKind
@@ -55,7 +57,7 @@ from v8dialect.ops.kv_store import KVStoreOp
 
 if TYPE_CHECKING:
     from v8dialect.builder.function import FunctionBuilder
-    from v8dialect.data.circuits import OpTemplate
+    from v8dialect.data.circuit_model import OpTemplate
 
 
 @irdl_op_definition

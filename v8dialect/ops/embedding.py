@@ -24,9 +24,7 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from v8dialect.builder.values import dims_of, tensor_of
-from v8dialect.ir.attributes import (
-    OpContractAttr,
-)
+from v8dialect.ir.contract_attrs import OpContractAttr
 from v8dialect.ir.graph_op import (
     BLOCK_ELEMENTS,
     OP_TAIL_FORMAT,
@@ -43,7 +41,7 @@ from v8dialect.ops.kind import OpKind
 
 if TYPE_CHECKING:
     from v8dialect.builder.function import FunctionBuilder
-    from v8dialect.data.circuits import OpTemplate
+    from v8dialect.data.circuit_model import OpTemplate
 
 
 @irdl_op_definition

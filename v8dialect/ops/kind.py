@@ -11,7 +11,7 @@ from xdsl.irdl import IRDLOperation
 
 if TYPE_CHECKING:
     from v8dialect.builder.function import FunctionBuilder
-    from v8dialect.data.circuits import OpTemplate
+    from v8dialect.data.circuit_model import OpTemplate
     from v8dialect.ir.lowered import KernelOp
     from v8dialect.lowering.call_values import Arg, Tokens
 

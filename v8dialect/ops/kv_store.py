@@ -19,10 +19,8 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from v8dialect.ir.attributes import (
-    OpContractAttr,
-)
 from v8dialect.ir.call_ready import EntryValue
+from v8dialect.ir.contract_attrs import OpContractAttr
 from v8dialect.ir.graph_op import (
     OP_TAIL_FORMAT,
     GraphOp,

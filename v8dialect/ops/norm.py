@@ -22,9 +22,7 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from v8dialect.builder.values import dims_of
-from v8dialect.ir.attributes import (
-    OpContractAttr,
-)
+from v8dialect.ir.contract_attrs import OpContractAttr
 from v8dialect.ir.graph_op import (
     OP_TAIL_FORMAT,
     GraphOp,
@@ -41,7 +39,7 @@ from v8dialect.ops.rope import per_head_dims
 
 if TYPE_CHECKING:
     from v8dialect.builder.function import FunctionBuilder
-    from v8dialect.data.circuits import OpTemplate
+    from v8dialect.data.circuit_model import OpTemplate
 
 
 class NormOp(GraphOp):

@@ -23,7 +23,7 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from v8dialect.builder.values import dims_of, tensor_of
-from v8dialect.ir.attributes import (
+from v8dialect.ir.contract_attrs import (
     LinearCompositeContractAttr,
     LinearContractAttr,
     OpContractAttr,
@@ -44,7 +44,7 @@ from v8dialect.ops.kind import OpKind
 
 if TYPE_CHECKING:
     from v8dialect.builder.function import FunctionBuilder
-    from v8dialect.data.circuits import OpTemplate
+    from v8dialect.data.circuit_model import OpTemplate
 
 
 class ProjectionOp(GraphOp):

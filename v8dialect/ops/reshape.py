@@ -26,7 +26,7 @@ from v8dialect.ops.kind import OpKind
 
 if TYPE_CHECKING:
     from v8dialect.builder.function import FunctionBuilder
-    from v8dialect.data.circuits import OpTemplate
+    from v8dialect.data.circuit_model import OpTemplate
 
 
 @irdl_op_definition
