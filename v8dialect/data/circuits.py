@@ -113,6 +113,7 @@ class Choice:
     when: tuple[tuple[str, str], ...] = ()
     execution: tuple[str, str] | None = None  # (runtime, partition)
     path: str = ""
+    layout: str | None = None  # a prepared weight layout the op reads (vocab.PREPARED_LAYOUTS)
 
     def matches(self, facts: Mapping[str, str]) -> bool:
         return all(facts.get(key) == value for key, value in self.when)
@@ -308,7 +309,7 @@ def _tensor_stem(node: Node) -> str:
 def _choice(node: Node, kind: str) -> Choice:
     if isinstance(node.value, str):
         return Choice(_contract_id(node), path=node.path)
-    node.object(["contract"], ["when", "execution"])
+    node.object(["contract"], ["when", "execution", "layout"])
     when: tuple[tuple[str, str], ...] = ()
     if node.has("when"):
         when_node = node.child("when")
@@ -331,7 +332,11 @@ def _choice(node: Node, kind: str) -> Choice:
             ex.child("runtime").word(vocab.THREADING_RUNTIMES),
             ex.child("partition").word(vocab.WORK_PARTITIONS),
         )
-    return Choice(_contract_id(node.child("contract")), when, execution, node.path)
+    layout = node.child("layout").word(tuple(vocab.PREPARED_LAYOUTS)) if node.has("layout") else None
+    if layout is not None and kind not in ("linear", "logits"):
+        raise node.child("layout").error(f"a prepared weight layout is read by linear and logits ops, "
+                                         f"not '{kind}'")
+    return Choice(_contract_id(node.child("contract")), when, execution, node.path, layout)
 
 
 def _contract_id(node: Node) -> str:
