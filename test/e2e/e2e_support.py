@@ -302,6 +302,9 @@ def build_program(gguf_path: Path, circuit: str, prefill_tokens: int,
                 arg.name_hint = name
                 renamed += 1
             seen.add(name)
+            layout = entries.get("v8.layout")
+            if isinstance(layout, StringAttr):  # a prepared copy: keyed as the session keys it
+                transforms = {"layout": layout.data}
             rows.append((name, tensor.data if isinstance(tensor, StringAttr) else None,
                          transforms))
         args[fn.sym_name.data] = rows
@@ -311,10 +314,15 @@ def build_program(gguf_path: Path, circuit: str, prefill_tokens: int,
     return Built(program, text, args, renamed)
 
 
-def load_transformed(values: np.ndarray, transforms: dict[str, float]) -> np.ndarray:
-    """Apply the argument's load transforms as the model session does."""
-    from v8dialect.runtime.model_session import transformed
+def load_transformed(values: np.ndarray, transforms: dict[str, Any], program: Any = None,
+                     shape: tuple[int, ...] = ()) -> np.ndarray:
+    """Apply the argument's load transforms, or make its prepared layout, as the model
+    session does."""
+    from v8dialect.runtime.model_session import prepare_weights, transformed
 
+    layout = transforms.get("layout")
+    if layout is not None:
+        return prepare_weights(program, {("w", layout): shape}, {"w": values})[("w", layout)]
     return transformed(values, transforms)
 
 
@@ -327,7 +335,9 @@ class ProgramRunner:
         self.program = built.program
         self.weights: dict[str, dict[str, np.ndarray]] = {}
         for phase, rows in built.args.items():
-            self.weights[phase] = {name: load_transformed(weights[tensor][1], tf)
+            shapes = {b.name: b.shape for b in self.program.phases[phase].inputs}
+            self.weights[phase] = {name: load_transformed(weights[tensor][1], tf, self.program,
+                                                          shapes[name])
                                    for name, tensor, tf in rows if tensor is not None}
         sig = self.program.phases["decode"]
         self.cache_shapes = {b.name: b.shape for b in sig.inputs if b.name.endswith("_cache")}

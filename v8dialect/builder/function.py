@@ -28,6 +28,7 @@ from v8dialect.builder.values import (
     element_type,
     tensor_of,
 )
+from v8dialect.data import vocab
 from v8dialect.data.circuit_model import (
     MANIFEST_SELECTORS,
     Choice,
@@ -40,6 +41,7 @@ from v8dialect.data.manifest import (
     TensorInfo,
 )
 from v8dialect.ir.contract_ir import to_attr
+from v8dialect.ir.graph_op import LAYOUT_ATTR
 from v8dialect.ir.graph_op import element as element_dtype
 from v8dialect.ir.resolution_attrs import (
     ExecutionRequirementAttr,
@@ -57,12 +59,13 @@ from v8dialect.ops.registry import op_kind
 
 @dataclass
 class Arguments:
-    """The entry block's arguments, added on first use; one per (tensor, load transform)."""
+    """The entry block's arguments, added on first use; one per (tensor, load transform,
+    prepared layout)."""
 
     block: Block
     attrs: list[DictionaryAttr] = field(default_factory=list[DictionaryAttr])
-    by_key: dict[tuple[str, tuple[tuple[str, float], ...]], SSAValue] = field(
-        default_factory=dict[tuple[str, tuple[tuple[str, float], ...]], SSAValue]
+    by_key: dict[tuple[str, tuple[tuple[str, float], ...], str | None], SSAValue] = field(
+        default_factory=dict[tuple[str, tuple[tuple[str, float], ...], str | None], SSAValue]
     )
 
     def get(
@@ -73,9 +76,10 @@ class Arguments:
         tensor: str | None = None,
         transforms: Mapping[str, float] | None = None,
         token_axis: int | None = None,
+        layout: str | None = None,
     ) -> SSAValue:
         steps = tuple(sorted((transforms or {}).items()))
-        key = (tensor or name, steps)
+        key = (tensor or name, steps, layout)
         if key in self.by_key:
             return self.by_key[key]
         arg = self.block.insert_arg(value_type, len(self.block.args))
@@ -88,6 +92,8 @@ class Arguments:
             attrs[f"v8.{step}"] = FloatAttr(amount, Float32Type())
         if token_axis is not None:  # this axis has one entry per token of the call
             attrs[TOKEN_AXIS_ATTR] = IntegerAttr(token_axis, i64)
+        if layout is not None:  # a copy in this layout, made at load time
+            attrs[LAYOUT_ATTR] = StringAttr(layout)
         self.attrs.append(DictionaryAttr(attrs))
         self.by_key[key] = arg
         return arg
@@ -120,10 +126,11 @@ class FunctionBuilder:
         tensor: str | None = None,
         transforms: Mapping[str, float] | None = None,
         token_axis: int | None = None,
+        layout: str | None = None,
     ) -> SSAValue:
         assert self.current is not None
         return self.args.get(name, value_type, self.location(self.current), tensor, transforms,
-                             token_axis)
+                             token_axis, layout)
 
     # -- manifest access ---------------------------------------------------------------
 
@@ -164,12 +171,26 @@ class FunctionBuilder:
         layer: int | None,
         dims: Sequence[int],
         transforms: Mapping[str, float] | None = None,
+        layout: str | None = None,
     ) -> SSAValue:
-        """The argument for tensor `<prefix><stem>.weight`, checked against the predicted shape."""
+        """The argument for tensor `<prefix><stem>.weight`, checked against the predicted shape
+        (a copy in a prepared `layout`, made at load time, is an argument of its own)."""
         name = f"{self.circuit.prefix(layer)}{stem}.weight"
         info, element = self.weight_info(op, name, dims)
         self.used_tensors.add(name)
-        return self.arg(name, tensor_of(info.shape, element), name, transforms)
+        return self.arg(name, tensor_of(info.shape, element), name, transforms, layout=layout)
+
+    def weight_layout(self, op: OpTemplate, stem: str, layer: int | None, dims: Sequence[int]) -> str | None:
+        """The prepared layout the op's active requirement reads its weight in, if any; checked
+        against the tensor's type."""
+        name = f"{self.circuit.prefix(layer)}{stem}.weight"
+        _, element = self.weight_info(op, name, dims)
+        dtype = element_dtype(tensor_of(tuple(dims), element))
+        layout = self.choose(op, dtype).layout
+        if layout is not None and vocab.PREPARED_LAYOUTS[layout][0] != dtype:
+            raise self.conflict(op, f"the requirement reads '{name}' in layout '{layout}', a layout of "
+                                    f"{vocab.PREPARED_LAYOUTS[layout][0]} weights, but it is {dtype}")
+        return layout
 
     def weight_info(
         self, op: OpTemplate, name: str, dims: Sequence[int]

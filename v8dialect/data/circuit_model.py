@@ -60,6 +60,7 @@ class Choice:
     when: tuple[tuple[str, str], ...] = ()
     execution: tuple[str, str] | None = None  # (runtime, partition)
     path: str = ""
+    layout: str | None = None  # a prepared weight layout the op reads (vocab.PREPARED_LAYOUTS)
 
     def matches(self, facts: Mapping[str, str]) -> bool:
         return all(facts.get(key) == value for key, value in self.when)

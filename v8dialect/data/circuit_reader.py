@@ -80,7 +80,7 @@ def _tensor_stem(node: Node) -> str:
 def _choice(node: Node, kind: str) -> Choice:
     if isinstance(node.value, str):
         return Choice(parse_contract_id(node), path=node.path)
-    node.object(["contract"], ["when", "execution"])
+    node.object(["contract"], ["when", "execution", "layout"])
     when: tuple[tuple[str, str], ...] = ()
     if node.has("when"):
         when_node = node.child("when")
@@ -103,7 +103,11 @@ def _choice(node: Node, kind: str) -> Choice:
             ex.child("runtime").word(vocab.THREADING_RUNTIMES),
             ex.child("partition").word(vocab.WORK_PARTITIONS),
         )
-    return Choice(parse_contract_id(node.child("contract")), when, execution, node.path)
+    layout = node.child("layout").word(tuple(vocab.PREPARED_LAYOUTS)) if node.has("layout") else None
+    if layout is not None and kind not in ("linear", "logits"):
+        raise node.child("layout").error(f"a prepared weight layout is read by linear and logits ops, "
+                                         f"not '{kind}'")
+    return Choice(parse_contract_id(node.child("contract")), when, execution, node.path, layout)
 
 
 def _choices(node: Node, kind: str) -> tuple[Choice, ...]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypedDict
 
@@ -29,7 +29,11 @@ MAP_GLOB = "*.kmap.json"
 REQUIRED = ("schema", "id", "op", "phases", "dtypes", "layout", "contracts", "isa_dispatch",
             "threading", "status")
 CALL_FIELDS = ("functions", "header", "sources", "abi")
-OPTIONAL = (*CALL_FIELDS, "scratch", "lane_trees", "constraints", "emission", "description")
+OPTIONAL = (*CALL_FIELDS, "scratch", "lane_trees", "constraints", "emission", "description",
+            "weight_prepare")
+# The load-time preparation of a weight in a prepared layout: its prototypes, by role.
+PREPARE_ARGS = (("dst", "void *"), ("dst_bytes", "size_t"), ("w", "const void *"), ("n", "int64_t"),
+                ("k", "int64_t"))
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,23 @@ class AbiArg:
     name: str
     ctype: str
     role: str
+
+
+@dataclass(frozen=True)
+class WeightPrepare:
+    """How the weight a map reads is made once at load time from the file's plain rows:
+    ``function(dst, dst_bytes, w, n, k)``, its threadpool form, and ``bytes(n, k)``."""
+
+    layout: str
+    function: str
+    bytes: str
+    threadpool: str = ""
+    header: str = ""
+    sources: tuple[str, ...] = ()
+    root: str = ""  # the folder header and sources are relative to
+
+    def source_paths(self) -> list[Path]:
+        return [Path(self.root) / s for s in self.sources]
 
 
 @dataclass(frozen=True)
@@ -70,6 +91,7 @@ class KernelMap:
     scratch_function: str = ""
     scratch_args: tuple[str, ...] = ()
     lane_trees: Mapping[str, str] = field(default_factory=dict[str, str])
+    weight_prepare: WeightPrepare | None = None
 
     def function(self, role: str) -> str:
         return self.functions.get(role, "")
@@ -82,6 +104,12 @@ class KernelMapSet:
 
     def get(self, map_id: str) -> KernelMap | None:
         return next((m for m in self.maps if m.id == map_id), None)
+
+    def preparation(self, layout: str) -> WeightPrepare | None:
+        """The load-time preparation of a prepared weight layout (every map reading that layout
+        declares the same one; the loader checks it)."""
+        return next((m.weight_prepare for m in self.maps
+                     if m.weight_prepare is not None and m.weight_prepare.layout == layout), None)
 
 
 # ---- parsing -----------------------------------------------------------------
@@ -117,7 +145,34 @@ def parse_map(node: Node) -> KernelMap:
     )
     _check_threading(kmap, node)
     _check_scratch(kmap, node)
-    return kmap
+    return _with_weight_prepare(kmap, node)
+
+
+def _with_weight_prepare(kmap: KernelMap, node: Node) -> KernelMap:
+    """A map reading a prepared weight layout declares its preparation; no other map does."""
+    layout = kmap.layout.get("weight", "")
+    prepared = vocab.PREPARED_LAYOUTS.get(layout)
+    if not node.has("weight_prepare"):
+        if prepared is not None:
+            raise node.child("layout").child("weight").error(
+                f"weight layout '{layout}' is made at load time: declare its 'weight_prepare'")
+        return kmap
+    spec = node.child("weight_prepare")
+    if prepared is None:
+        raise spec.error(f"weight layout '{layout}' is the file's own: a map reading it prepares "
+                         f"nothing (prepared layouts: {', '.join(vocab.PREPARED_LAYOUTS)})")
+    if kmap.emission != "call":
+        raise spec.error("an inline map binds no C function; remove this field")
+    if kmap.dtypes.get("weight") != prepared[0]:
+        raise node.child("dtypes").child("weight").error(
+            f"weight layout '{layout}' holds {prepared[0]} weights, not {kmap.dtypes.get('weight')}")
+    spec.object(["function", "bytes"], ["threadpool"])
+    if kmap.runtime == "threadpool" and not spec.has("threadpool"):
+        raise spec.error("a threadpool map's weight preparation needs a 'threadpool' function")
+    prepare = WeightPrepare(layout, spec.child("function").string(), spec.child("bytes").string(),
+                            spec.child("threadpool").string() if spec.has("threadpool") else "",
+                            kmap.header, kmap.sources)
+    return replace(kmap, weight_prepare=prepare)
 
 
 def _check_scratch(kmap: KernelMap, node: Node) -> None:
@@ -260,10 +315,7 @@ def check_header(kmap: KernelMap, node: Node, maps_root: Path) -> None:
         abi = c_abi.parse_headers([header.resolve()], (maps_root.resolve(), *c_abi.default_include_dirs()))
     except c_abi.CAbiError as e:
         raise node.child("header").error(str(e)) from e
-    for role in kmap.functions:
-        _check_prototype(kmap, abi, role, node.child("functions").child(role))
-    if kmap.scratch_function:
-        _check_scratch_prototype(kmap, abi, node.child("scratch"))
+    _check_functions(kmap, abi, node)
     constants = abi.constants
     for i, selector in enumerate(kmap.selectors.values()):
         if selector not in constants:
@@ -272,6 +324,16 @@ def check_header(kmap: KernelMap, node: Node, maps_root: Path) -> None:
     for source in kmap.sources:
         if not (maps_root / source).is_file():
             raise node.child("sources").error(f"source '{source}' not found under {maps_root}")
+
+
+def _check_functions(kmap: KernelMap, abi: c_abi.CAbi, node: Node) -> None:
+    """Bound, scratch and weight-preparation functions: declared with the prototypes they need."""
+    for role in kmap.functions:
+        _check_prototype(kmap, abi, role, node.child("functions").child(role))
+    if kmap.scratch_function:
+        _check_scratch_prototype(kmap, abi, node.child("scratch"))
+    if kmap.weight_prepare is not None:
+        _check_prepare_prototypes(kmap, kmap.weight_prepare, abi, node.child("weight_prepare"))
 
 
 def _declared(kmap: KernelMap, abi: c_abi.CAbi, name: str, where: Node) -> c_abi.CFunction:
@@ -312,6 +374,27 @@ def _check_scratch_prototype(kmap: KernelMap, abi: c_abi.CAbi, node: Node) -> No
         raise node.error(f"'{function.name}' is declared at {function.where} as "
                          f"{function.prototype()}; the map's scratch says size_t "
                          f"{function.name}({', '.join(kmap.scratch_args)})")
+
+
+def _check_prepare_prototypes(kmap: KernelMap, prepare: WeightPrepare, abi: c_abi.CAbi,
+                              node: Node) -> None:
+    """v8_status function(void *dst, size_t dst_bytes, const void *w, int64_t n, int64_t k),
+    the threadpool form with a leading v8_threadpool *pool, and size_t bytes(int64_t n, int64_t k)."""
+    wanted = [("function", prepare.function, "v8_status", list(PREPARE_ARGS)),
+              ("bytes", prepare.bytes, "size_t", list(PREPARE_ARGS[3:]))]
+    if prepare.threadpool:
+        wanted.append(("threadpool", prepare.threadpool, "v8_status",
+                       [("pool", "v8_threadpool *"), *PREPARE_ARGS]))
+    for role, name, returns, params in wanted:
+        where = node.child(role)
+        function = _declared(kmap, abi, name, where)
+        expected = f"{returns} {name}({', '.join(c_abi.declarator(t, n) for n, t in params)})"
+        same = (c_abi.same_ctype(function.returns, returns) and len(function.params) == len(params)
+                and all(c_abi.same_ctype(p.ctype, t) and (not p.name or p.name == n or n == "pool")
+                        for p, (n, t) in zip(function.params, params, strict=False)))
+        if not same:
+            raise where.error(f"'{name}' is declared at {function.where} as {function.prototype()}; "
+                              f"a weight preparation's {role} is {expected}")
 
 
 def check_contracts(kmap: KernelMap, node: Node, registry: ContractRegistry) -> None:
@@ -376,6 +459,7 @@ def map_files(locations: Sequence[Path] | None = None) -> list[tuple[Path, Path]
 def load_kernel_maps(registry: ContractRegistry, locations: Sequence[Path] | None = None) -> KernelMapSet:
     maps: list[KernelMap] = []
     seen: dict[str, str] = {}
+    preparations: dict[str, KernelMap] = {}  # prepared layout -> the first map declaring it
     for file, maps_root in map_files(locations):
         node = root(file)
         kmap = parse_map(node)
@@ -384,8 +468,27 @@ def load_kernel_maps(registry: ContractRegistry, locations: Sequence[Path] | Non
         seen[kmap.id] = str(file)
         check_header(kmap, node, maps_root)
         check_contracts(kmap, node, registry)
+        _check_one_preparation(kmap, node, preparations)
+        if kmap.weight_prepare is not None:
+            kmap = replace(kmap, weight_prepare=replace(kmap.weight_prepare, root=str(maps_root)))
         maps.append(kmap)
     return KernelMapSet(tuple(maps), tuple(str(p) for p in locations or [runtime_c_dir()]))
 
 
-__all__ = ["DataError", "KernelMap", "KernelMapSet", "load_kernel_maps"]
+def _check_one_preparation(kmap: KernelMap, node: Node, preparations: dict[str, KernelMap]) -> None:
+    """Every map reading one prepared layout makes it with the same functions: a program holds
+    one prepared copy of a weight, whichever kernels read it."""
+    prepare = kmap.weight_prepare
+    if prepare is None:
+        return
+    first = preparations.setdefault(prepare.layout, kmap)
+    assert first.weight_prepare is not None
+    mine = (prepare.function, prepare.bytes, prepare.threadpool)
+    theirs = (first.weight_prepare.function, first.weight_prepare.bytes, first.weight_prepare.threadpool)
+    if mine != theirs:
+        raise node.child("weight_prepare").error(
+            f"layout '{prepare.layout}' is prepared by {'/'.join(theirs)} in {first.source}; "
+            f"one layout has one preparation")
+
+
+__all__ = ["DataError", "KernelMap", "KernelMapSet", "WeightPrepare", "load_kernel_maps"]

@@ -256,7 +256,21 @@ COMPOSITE_SELECTORS = ("query_batch",)
 KERNEL_OPS = ("attention",) + DECODER_OPS
 DTYPES = ("f32", "f16", "bf16", "q4_k", "q5_k", "q6_k", "q8_k", "q8_0", "q5_0", "q4_0", "q4_1", "q5_1",
           "i32")
-LAYOUTS = ("contiguous", "row_blocks", "head_major_strided", "token_major", "head_major")
+# Weight layouts v8 makes once at load time from the file's rows (a kernel map reading one
+# declares the preparation function): layout -> (stored dtype, rows per group, bytes per group
+# and 256-element super-block).  The row count is padded to whole groups.
+PREPARED_LAYOUTS: dict[str, tuple[str, int, int]] = {
+    "q4_k_x16": ("q4_k", 16, 2368),   # v8_block_q4_kx16, quant_repacked/v8_quant_repacked_x16.h
+    "q6_k_x16": ("q6_k", 16, 3360),   # v8_block_q6_kx16
+}
+LAYOUTS = ("contiguous", "row_blocks", "head_major_strided", "token_major", "head_major",
+           *PREPARED_LAYOUTS)
+
+
+def prepared_bytes(layout: str, n: int, k: int) -> int:
+    """Bytes of an n x k weight in a prepared layout (whole row groups, whole super-blocks)."""
+    _, rows, group_bytes = PREPARED_LAYOUTS[layout]
+    return (n + rows - 1) // rows * (k // 256) * group_bytes
 ISA_DISPATCH_KINDS = ("runtime", "compile_time", "scalar")
 ISA_VARIANTS = ("avx512", "avx2", "scalar")
 THREADING_RUNTIMES = ("serial", "threadpool")

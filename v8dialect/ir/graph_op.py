@@ -24,7 +24,8 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
 )
-from xdsl.ir import Attribute
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute, BlockArgument, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     opt_prop_def,
@@ -66,6 +67,26 @@ OP_TAIL_FORMAT = (
     "(`execution` qualified($execution)^)? (`requirement` qualified($requirement)^)? "
     "(`resolved` qualified($resolved)^)? attr-dict `:` functional-type(operands, results)"
 )
+
+
+# The function-argument attribute naming the layout a weight argument holds when it is not the
+# file's own rows: one of vocab.PREPARED_LAYOUTS, made at load time (runtime_c/README.md,
+# weight_prepare).
+LAYOUT_ATTR = "v8.layout"
+
+
+def declared_layout(value: SSAValue) -> str | None:
+    """The layout a function argument declares with `v8.layout` (None: the file's own)."""
+    if not isinstance(value, BlockArgument):
+        return None
+    parent = value.block.parent_op()
+    if not isinstance(parent, FuncOp) or parent.arg_attrs is None:
+        return None
+    entries = parent.arg_attrs.data
+    if value.index >= len(entries):
+        return None
+    found = entries[value.index].data.get(LAYOUT_ATTR)
+    return found.data if isinstance(found, StringAttr) else None
 
 
 def dtype_name(element: Attribute) -> str:

@@ -23,6 +23,7 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from v8dialect.builder.values import dims_of, tensor_of
+from v8dialect.data import vocab
 from v8dialect.ir.contract_attrs import (
     LinearCompositeContractAttr,
     LinearContractAttr,
@@ -30,9 +31,11 @@ from v8dialect.ir.contract_attrs import (
 )
 from v8dialect.ir.graph_op import (
     BLOCK_ELEMENTS,
+    LAYOUT_ATTR,
     OP_TAIL_FORMAT,
     QK_BLOCK,
     GraphOp,
+    declared_layout,
     element,
     shape,
     tensor,
@@ -84,16 +87,31 @@ class ProjectionOp(GraphOp):
                  else None)
         if needs is not None and needs != weight:
             raise VerifyException(f"contract '{contract.id}' needs {needs} weights, got {weight}")
+        self.verify_weight_layout(weight)
         self.verify_contract_op()
+
+    def verify_weight_layout(self, weight: str) -> None:
+        layout = declared_layout(self.w)
+        if layout is None:
+            return
+        prepared = vocab.PREPARED_LAYOUTS.get(layout)
+        if prepared is None:
+            raise VerifyException(f"w declares {LAYOUT_ATTR} = \"{layout}\"; a weight argument declares "
+                                  f"only a prepared layout ({', '.join(vocab.PREPARED_LAYOUTS)})")
+        if prepared[0] != weight:
+            raise VerifyException(f"w declares {LAYOUT_ATTR} = \"{layout}\", a layout of {prepared[0]} "
+                                  f"weights, but w holds {weight}")
 
     def dtypes(self) -> Mapping[str, str]:
         return {"weight": element(self.w.type), "activation": element(self.x.type),
                 "output": element(self.out.type)}
 
     def layout(self) -> Mapping[str, str]:
+        """The weight's layout is the one its argument declares (a copy made at load time), else
+        the file's own rows."""
         quantized = self.dtypes()["weight"] in BLOCK_ELEMENTS
-        return {"weight": "row_blocks" if quantized else "contiguous", "activation": "contiguous",
-                "output": "contiguous"}
+        weight = declared_layout(self.w) or ("row_blocks" if quantized else "contiguous")
+        return {"weight": weight, "activation": "contiguous", "output": "contiguous"}
 
     def query_batch(self) -> int:
         return shape(self.x.type)[0]
@@ -123,7 +141,9 @@ def build_projection(
     (x,) = inputs
     tokens, k = dims_of(x)
     n = _width(builder, op)
-    w = builder.weight(op, _projection_stem(builder, op, layer), layer, (n, k))
+    stem = _projection_stem(builder, op, layer)
+    layout = builder.weight_layout(op, stem, layer, (n, k))
+    w = builder.weight(op, stem, layer, (n, k), layout=layout)
     bias = [builder.bias(op, layer, n)] if op.bias is not None else []
     cls = LinearOp if op.kind == "linear" else LogitsOp
     return cls.build(

@@ -8,7 +8,9 @@ The session keeps what a model keeps between phases: the KV caches and the recur
 states, written in place by the program, and the number of positions already seen.
 Weights are the file's own tensors, read once into one huge-page weight arena (fp32
 tensors that the IR loads with a transform, such as (1 + w) norm weights, are
-transformed once in fp32).
+transformed once in fp32).  An argument that declares a prepared layout (``v8.layout``,
+e.g. the 16-row interleaved Q4_K copy decode's GEMV reads) is made once from the file's
+rows by the preparation its kernel map declares, into a second huge-page arena.
 
 A checkpoint session (``checkpoints=True``) builds the same program with
 ``keep-checkpoints``: every op's output is returned too, by node name.
@@ -16,6 +18,7 @@ A checkpoint session (``checkpoints=True``) builds the same program with
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +29,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import FloatAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute
 
+from v8dialect.ir.graph_op import LAYOUT_ATTR
 from v8dialect.ir.ledger import read_ledger
 from v8dialect.runtime.program import Program, build
 
@@ -54,11 +58,14 @@ def build_graph(model: Path, circuit: str, prefill_tokens: int, kv_capacity: int
         raise SessionError(str(e)) from None
 
 
-def weight_args(fn: func.FuncOp) -> list[tuple[int, str, tuple[tuple[str, float], ...]]]:
-    """(argument index, GGUF tensor, load transforms) of every weight argument; a tensor read
-    under two transforms is two arguments."""
+WeightRow = tuple[int, str, tuple[tuple[str, float], ...], str | None]
+
+
+def weight_args(fn: func.FuncOp) -> list[WeightRow]:
+    """(argument index, GGUF tensor, load transforms, prepared layout or None) of every weight
+    argument; a tensor read under two transforms, or in two layouts, is two arguments."""
     attrs = fn.arg_attrs.data if fn.arg_attrs is not None else [None] * len(fn.args)
-    out: list[tuple[int, str, tuple[tuple[str, float], ...]]] = []
+    out: list[WeightRow] = []
     for index, attr in enumerate(attrs):
         entries: Mapping[str, Attribute] = attr.data if attr is not None else {}
         tensor = entries.get("v8.tensor")
@@ -67,7 +74,8 @@ def weight_args(fn: func.FuncOp) -> list[tuple[int, str, tuple[tuple[str, float]
         transforms = tuple(sorted((k.removeprefix("v8."), float(v.value.data))
                                   for k, v in entries.items()
                                   if isinstance(v, FloatAttr) and k.startswith("v8.weight_")))
-        out.append((index, tensor.data, transforms))
+        layout = entries.get(LAYOUT_ATTR)
+        out.append((index, tensor.data, transforms, layout.data if isinstance(layout, StringAttr) else None))
     return out
 
 
@@ -125,6 +133,53 @@ def transformed(values: np.ndarray[Any, Any], transforms: Mapping[str, float] | 
     return np.ascontiguousarray(out)
 
 
+def phase_weights(program: Program, weight_rows: Mapping[str, Sequence[WeightRow]],
+                  tensors: Mapping[str, np.ndarray[Any, Any]], workers: int = 1
+                  ) -> dict[str, dict[str, np.ndarray[Any, Any]]]:
+    """Every phase's weight inputs, keyed as the program's inputs: the file's tensors (load
+    transforms applied), and for an argument in a prepared layout its copy in that layout, made
+    once per (tensor, layout) — phases share it — into one huge-page arena."""
+    wanted: dict[tuple[str, str], tuple[int, ...]] = {}
+    for phase, rows in weight_rows.items():
+        inputs = program.phases[phase].inputs
+        for i, tensor, transforms, layout in rows:
+            if layout is not None:
+                if transforms:
+                    raise SessionError(f"'{tensor}' is read in layout '{layout}' under load transforms "
+                                       f"{dict(transforms)}; a prepared layout takes the file's rows")
+                wanted[(tensor, layout)] = inputs[i].shape
+    prepared = prepare_weights(program, wanted, tensors, workers)
+    out: dict[str, dict[str, np.ndarray[Any, Any]]] = {}
+    for phase, rows in weight_rows.items():
+        inputs = program.phases[phase].inputs
+        out[phase] = {inputs[i].name: prepared[(tensor, layout)] if layout is not None
+                      else transformed(tensors[tensor], transforms)
+                      for i, tensor, transforms, layout in rows}
+    return out
+
+
+def prepare_weights(program: Program, wanted: Mapping[tuple[str, str], tuple[int, ...]],
+                    tensors: Mapping[str, np.ndarray[Any, Any]], workers: int = 1
+                    ) -> dict[tuple[str, str], np.ndarray[Any, Any]]:
+    """(tensor, layout) -> the tensor's rows in that layout, by the program's preparations."""
+    from v8dialect.data import vocab
+    from v8dialect.runtime.weight_prepare import prepare_into
+
+    if not wanted:
+        return {}
+    keys = sorted(wanted)
+    sizes = [vocab.prepared_bytes(layout, *wanted[(t, layout)][:2]) for t, layout in keys]
+    offsets = np.cumsum([0, *((n + ARENA_ALIGN - 1) // ARENA_ALIGN * ARENA_ALIGN for n in sizes)])
+    arena = weight_arena(int(offsets[-1]))
+    out: dict[tuple[str, str], np.ndarray[Any, Any]] = {}
+    for (tensor, layout), size, at in zip(keys, sizes, offsets, strict=False):
+        n, k = wanted[(tensor, layout)][:2]
+        dst = arena[at:at + size]
+        prepare_into(program.preparations[layout], dst, tensors[tensor], n, k, workers)
+        out[(tensor, layout)] = dst
+    return out
+
+
 @dataclass(frozen=True)
 class ModelSource:
     """What a program is built from; one program per prefill length, built on first use."""
@@ -142,7 +197,7 @@ class BuiltProgram:
     program: Program
     checkpoint_names: Mapping[str, list[str]]
     resolutions: Mapping[str, tuple[str, str]]
-    weight_rows: Mapping[str, list[tuple[int, str, tuple[tuple[str, float], ...]]]]
+    weight_rows: Mapping[str, list[WeightRow]]
 
 
 def build_program(source: ModelSource, prefill_tokens: int) -> BuiltProgram:
@@ -181,13 +236,11 @@ class ModelSession:
              name: str = "v8_model") -> ModelSession:
         source = ModelSource(model, circuit, kv_capacity, tuple(overrides), checkpoints, name)
         first = build_program(source, prefill_tokens)
-        tensors = read_tensors(model)
-        weights: dict[str, dict[str, np.ndarray[Any, Any]]] = {}
-        for phase, rows in first.weight_rows.items():
-            # the program keys its inputs by argument position (two reads of one tensor under
-            # different transforms are two inputs); every prefill length has the same arguments
-            inputs = first.program.phases[phase].inputs
-            weights[phase] = {inputs[i].name: transformed(tensors[t], tf) for i, t, tf in rows}
+        # the program keys its inputs by argument position (two reads of one tensor under
+        # different transforms or layouts are two inputs); every prefill length has the same
+        # arguments
+        weights = phase_weights(first.program, first.weight_rows, read_tensors(model),
+                                workers=min(4, os.cpu_count() or 1))
         session = cls(source, {prefill_tokens: first}, weights)
         session.reset()
         return session

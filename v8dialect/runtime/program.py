@@ -21,13 +21,15 @@ from typing import Any
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func, get_all_dialects
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 
+from v8dialect.data import vocab
+from v8dialect.data.kernel_maps import WeightPrepare
 from v8dialect.data.pipeline_data import pipeline_data
 from v8dialect.ir.dialect import V8
-from v8dialect.ir.graph_op import GraphOp, dtype_name
+from v8dialect.ir.graph_op import LAYOUT_ATTR, GraphOp, dtype_name
 from v8dialect.ir.ledger import read_ledger
 from v8dialect.ir.lowered import OUTPUTS_ATTR, CallOp, KernelOp
 from v8dialect.ir.token_count import max_tokens, token_axes
@@ -96,6 +98,7 @@ class Buffer:
     dtype: str
     shape: tuple[int, ...]
     token_axis: int | None = None  # one entry per token, when the phase's count is a runtime value
+    layout: str | None = None  # a prepared weight layout (made at load time), not the file's rows
 
     def shape_for(self, n_tokens: int | None) -> tuple[int, ...]:
         """The shape of a call with `n_tokens` tokens (the built shape without a count)."""
@@ -107,6 +110,8 @@ class Buffer:
 
     def nbytes_expected(self, n_tokens: int | None = None) -> int:
         shape = self.shape_for(n_tokens)
+        if self.layout is not None:
+            return vocab.prepared_bytes(self.layout, shape[0], shape[1])
         count = int(np.prod(shape)) if shape else 1
         if self.dtype in BLOCK_BYTES:
             return count // BLOCK_ELEMENTS[self.dtype] * BLOCK_BYTES[self.dtype]
@@ -155,6 +160,7 @@ def signature(fn: func.FuncOp) -> PhaseSignature:
     axes = token_axes(fn)
     args = fn.body.block.args
     first_output = len(args) - n_out
+    attrs = list(fn.arg_attrs.data) if fn.arg_attrs is not None else []
     for i, arg in enumerate(args):
         assert isinstance(arg.type, MemRefType)
         dtype = dtype_name(arg.type.get_element_type())  # pyright: ignore
@@ -167,7 +173,9 @@ def signature(fn: func.FuncOp) -> PhaseSignature:
         used.add(name)
         # declared per input; every result of such a phase is an activation [tokens, ...]
         axis = (axes[i] if i < min(first_output, len(axes)) else 0) if limit is not None else None
-        buffers.append(Buffer(name, dtype, shape, axis))
+        layout = attrs[i].data.get(LAYOUT_ATTR) if i < len(attrs) else None
+        buffers.append(Buffer(name, dtype, shape, axis,
+                              layout.data if isinstance(layout, StringAttr) else None))
     return PhaseSignature(fn.sym_name.data, tuple(buffers[:first_output]), tuple(buffers[first_output:]),
                           limit)
 
@@ -205,6 +213,8 @@ class Program:
     extension: ModuleType
     phases: Mapping[str, PhaseSignature]
     c_source: str
+    # prepared layout -> how its inputs are made from the file's rows (see prepare_input)
+    preparations: Mapping[str, WeightPrepare] = field(default_factory=dict[str, WeightPrepare])
     _pools: dict[int, Any] = field(default_factory=dict[int, Any])
     _workspace: _Workspace = field(default_factory=_Workspace)
     _pool_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -307,4 +317,11 @@ def build(module: ModuleOp | str, *, kernel_maps: str | None = None, registry: s
         runtime_sources=RUNTIME_CORE_SOURCES,
         extra_sources=tuple(kernel_sources),
     )
-    return Program(compile_extension(spec), phases, c_source)
+    layouts = {b.layout for p in phases.values() for b in p.inputs if b.layout is not None}
+    maps = data.kernel_maps()
+    preparations = {layout: maps.preparation(layout) for layout in sorted(layouts)}
+    missing = [layout for layout, prepare in preparations.items() if prepare is None]
+    if missing:
+        raise ValueError(f"no loaded kernel map declares how to prepare layout '{missing[0]}'")
+    return Program(compile_extension(spec), phases, c_source,
+                   {k: v for k, v in preparations.items() if v is not None})

@@ -8,6 +8,8 @@ untouched."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from qr_support import (
 
 from v8dialect.data.c_abi import constants, declared_in
 from v8dialect.data.paths import runtime_c_dir
+from v8dialect.evidence.record import Rung
 from v8dialect.runtime.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
 _V8 = constants(["v8_runtime.h"])
@@ -42,6 +45,21 @@ X16_CDEF = runtime_cdef("quant/v8_quant.h", "quant_repacked/v8_quant_repacked.h"
                         functions=[*declared_in("quant_repacked/v8_quant_repacked.h"),
                                    *declared_in(X16_HEADER), *Q6K_PLAIN])
 Q6K_BYTES = 210
+# the kernel maps these tests are evidence for
+PROVIDERS = {"q4_k": dict(provider="q4_k_x_q8_k_x16_gemv",
+                          contract="q4_k_x_q8_k_fp32_repacked_super_block_chain"),
+             "q6_k": dict(provider="q6_k_x_q8_k_x16_gemv", contract="q6_k_x_q8_k_fp32_block_order")}
+
+
+@contextmanager
+def recorded(evidence: Callable[..., None], rung: Rung, fmt: str, **detail: Any) -> Iterator[None]:
+    """One evidence entry for the block: a pass when it finishes, a fail when it raises."""
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        evidence(rung, ok, **PROVIDERS[fmt], **detail)
 assert CDEF  # the plain provider's declarations are a subset of X16_CDEF's
 
 
@@ -121,6 +139,19 @@ def qx() -> Any:
     lib.close()
 
 
+@contextmanager
+def _restored(qx: QX) -> Iterator[None]:
+    """Every CPU feature back on after the block."""
+    try:
+        yield
+    finally:
+        qx.lib.v8_cpu_restrict(ALL_FEATURES)
+
+
+def isa_list(qx: QX) -> str:
+    return ",".join(isa for isa, _ in qx.isas())
+
+
 def oracle(qx: QX, w: np.ndarray, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     st, y = qx.run("gemv", "ref", w, x.reshape(1, -1), bias=bias)
     assert st == V8_OK
@@ -132,10 +163,16 @@ SHAPES = [(1, 256), (15, 256), (16, 256), (17, 512), (33, 768), (100, 1024), (10
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{n}x{k}" for n, k in SHAPES])
-def test_x16_every_isa_vs_plain_oracle(qx: QX, weights: Any, shape: tuple[int, int]) -> None:
+def test_x16_every_isa_vs_plain_oracle(qx: QX, weights: Any, shape: tuple[int, int],
+                                       evidence: Callable[..., None]) -> None:
     n, k = shape
     w = weights.get(n, k)
     wx = qx.repack(w, n, k)
+    with recorded(evidence, Rung.PRODUCTION, "q4_k", shape=f"1x{n}x{k}", isas=isa_list(qx)):
+        every_isa_q4k(qx, w, wx, n, k)
+
+
+def every_isa_q4k(qx: QX, w: np.ndarray, wx: np.ndarray, n: int, k: int) -> None:
     for seed, with_bias in ((11, True), (12, False)):
         x = make_activation(1, k, seed + n)[0]
         bias = make_activation(1, n, seed)[0] if with_bias else None
@@ -158,14 +195,16 @@ POOL_SHAPES = [(1024, 1024), (520, 512), (17, 256), (100, 768)]
 
 
 @pytest.mark.parametrize("shape", POOL_SHAPES, ids=[f"{n}x{k}" for n, k in POOL_SHAPES])
-def test_x16_threadpool_vs_plain_oracle(qx: QX, weights: Any, shape: tuple[int, int]) -> None:
+def test_x16_threadpool_vs_plain_oracle(qx: QX, weights: Any, shape: tuple[int, int],
+                                       evidence: Callable[..., None]) -> None:
     n, k = shape
     w = weights.get(n, k)
     wx = qx.repack(w, n, k)
     x = make_activation(1, k, 5)[0]
     bias = make_activation(1, n, 9)[0]
     y_ref = oracle(qx, w, x, bias)
-    try:
+    with recorded(evidence, Rung.THREADPOOL, "q4_k", shape=f"1x{n}x{k}", workers="1,2,3,4,8"), \
+            _restored(qx):
         for isa, mask in qx.isas():
             qx.lib.v8_cpu_restrict(mask)
             for workers in (1, 2, 3, 4, 8):
@@ -173,8 +212,6 @@ def test_x16_threadpool_vs_plain_oracle(qx: QX, weights: Any, shape: tuple[int, 
                 st, y = qx.x16("pool", wx, x, n, workers=workers, bias=bias)
                 same, total = bitexact(y_ref, y)
                 assert st == V8_OK and same == total, (isa, workers, same, total)
-    finally:
-        qx.lib.v8_cpu_restrict(ALL_FEATURES)
 
 
 def test_x16_int16_bounds_and_random_blocks(qx: QX) -> None:
@@ -393,7 +430,14 @@ Q6_SHAPES = [(1, 256), (17, 512), (33, 768), (100, 1024), (1024, 1024), (3072, 1
 
 
 @pytest.mark.parametrize("shape", Q6_SHAPES, ids=[f"{n}x{k}" for n, k in Q6_SHAPES])
-def test_q6k_x16_every_isa_vs_plain_oracle(qx: QX, shape: tuple[int, int]) -> None:
+def test_q6k_x16_every_isa_vs_plain_oracle(qx: QX, shape: tuple[int, int],
+                                           evidence: Callable[..., None]) -> None:
+    with recorded(evidence, Rung.PRODUCTION, "q6_k", shape=f"1x{shape[0]}x{shape[1]}",
+                  isas=isa_list(qx)):
+        every_isa_q6k(qx, shape)
+
+
+def every_isa_q6k(qx: QX, shape: tuple[int, int]) -> None:
     n, k = shape
     for w in (q6k_weights(qx, n, k, 3 + n), q6k_extreme_blocks(n, k, 5 + n)):
         wx = qx.repack(w, n, k, fmt="q6_k")
@@ -417,14 +461,16 @@ def test_q6k_x16_every_isa_vs_plain_oracle(qx: QX, shape: tuple[int, int]) -> No
 
 
 @pytest.mark.parametrize("shape", POOL_SHAPES, ids=[f"{n}x{k}" for n, k in POOL_SHAPES])
-def test_q6k_x16_threadpool_vs_plain_oracle(qx: QX, shape: tuple[int, int]) -> None:
+def test_q6k_x16_threadpool_vs_plain_oracle(qx: QX, shape: tuple[int, int],
+                                            evidence: Callable[..., None]) -> None:
     n, k = shape
     w = q6k_weights(qx, n, k, 7)
     wx = qx.repack(w, n, k, fmt="q6_k")
     x = make_activation(1, k, 5)[0]
     bias = make_activation(1, n, 9)[0]
     y_ref = qx.q6k_oracle(w, x, bias)
-    try:
+    with recorded(evidence, Rung.THREADPOOL, "q6_k", shape=f"1x{n}x{k}", workers="1,2,3,4,8"), \
+            _restored(qx):
         for isa, mask in qx.isas():
             qx.lib.v8_cpu_restrict(mask)
             for workers in (1, 2, 3, 4, 8):
@@ -432,8 +478,6 @@ def test_q6k_x16_threadpool_vs_plain_oracle(qx: QX, shape: tuple[int, int]) -> N
                 st, y = qx.x16("pool", wx, x, n, workers=workers, bias=bias, fmt="q6_k")
                 same, total = bitexact(y_ref, y)
                 assert st == V8_OK and same == total, (isa, workers, same, total)
-    finally:
-        qx.lib.v8_cpu_restrict(ALL_FEATURES)
 
 
 @pytest.mark.parametrize("shape", EMU_SHAPES, ids=[f"{n}x{k}" for n, k in EMU_SHAPES])
