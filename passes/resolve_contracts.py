@@ -23,11 +23,10 @@ from v8passes.v8_pass import Pinning, V8Pass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 
-from v8dialect.data.contracts import Contract, ContractRegistry, load_registry
-from v8dialect.data.jsondata import DataError
-from v8dialect.data.kernel_maps import KernelMap, KernelMapSet, WorkPartition, load_kernel_maps
-from v8dialect.data.paths import option_paths
-from v8dialect.diagnostics import V8Error, data_error, op_error
+from v8dialect.data.contracts import Contract, ContractRegistry
+from v8dialect.data.kernel_maps import KernelMap, KernelMapSet, WorkPartition
+from v8dialect.data.pipeline_data import pipeline_data
+from v8dialect.diagnostics import V8Error, op_error
 from v8dialect.ir.contract_ir import differences
 from v8dialect.ir.graph_op import GraphOp
 from v8dialect.ir.ledger import graph_ops, node_key, write_ledger
@@ -274,22 +273,18 @@ class ResolveContracts(V8Pass):
     mode: str = "bringup"
     """'bringup' records status blockers; 'production' refuses anything not validated."""
 
-    def load(self) -> Resolver:
+    def load(self, ctx: Context | None = None) -> Resolver:
+        """The resolver over the data this pass names, loaded once per pipeline (pipeline_data):
+        every later pass of the pipeline binds against the same loaded maps."""
         if self.mode not in MODES:
             raise V8Error([f"<pass>: error: resolve-contracts mode must be one of {', '.join(MODES)}, "
                            f"not '{self.mode}'"])
-        try:
-            registry = load_registry(option_paths(self.registry))
-        except DataError as e:
-            raise data_error(e, "contract registry") from None
-        try:
-            maps = load_kernel_maps(registry, option_paths(self.kernel_maps))
-        except DataError as e:
-            raise data_error(e, "kernel map") from None
-        return Resolver(registry, maps, production=self.mode == "production")
+        data = pipeline_data(ctx)
+        data.select(registry=self.registry, kernel_maps=self.kernel_maps)
+        return Resolver(data.registry(), data.kernel_maps(), production=self.mode == "production")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        resolver = self.load()
+        resolver = self.load(ctx)
         ledger: dict[str, ResolvedAttr] = {}
         errors: list[str] = []
         for graph_op in graph_ops(op):

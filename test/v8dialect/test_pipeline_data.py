@@ -50,6 +50,16 @@ def test_prepare_calls_binds_with_the_maps_resolve_contracts_named(monkeypatch: 
     assert len(loads) == 1
 
 
+def test_resolve_contracts_loads_the_maps_the_later_passes_bind_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    loads = counted_loads(monkeypatch)
+    ctx = context()
+    module = parse(BLOCK.read_text())
+    PassPipeline((ResolveContracts(kernel_maps=str(FIXTURES)),)).apply(ctx, module)
+    assert len(loads) == 1  # resolution itself reads the pipeline's data
+    PassPipeline((LowerToKernels(), PrepareCalls())).apply(ctx, module)
+    assert len(loads) == 1  # and binding reuses it
+
+
 def test_the_call_ready_ir_holds_no_paths() -> None:
     module = parse(EXAMPLE.read_text())
     PassPipeline((ResolveContracts(), LowerToKernels(), PrepareCalls())).apply(context(), module)
