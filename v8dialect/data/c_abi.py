@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import json
 import os
 import pickle
 import re
@@ -293,18 +294,78 @@ _LIBC_MARK = "<v8-fake-libc>"
 
 @cache
 def _parse_cached(headers: tuple[Path, ...], include_dirs: tuple[Path, ...]) -> CAbi:
+    index = _sources_index(headers, include_dirs)
+    known = _load_by_sources(index)
+    if known is not None:
+        return known
     text = preprocess(headers, include_dirs)
     stored = _stored_parse(text)
-    cached = _load_parse(stored)
-    if cached is not None:
-        return cached
-    try:
-        ast = c_parser.CParser().parse(text, filename="<headers>")
-    except c_parser.ParseError as e:
-        raise CAbiError(f"cannot parse {', '.join(map(str, headers))}: {e}") from e
-    abi = read_ast(ast)
-    _save_parse(stored, abi)
+    abi = _load_parse(stored)
+    if abi is None:
+        try:
+            ast = c_parser.CParser().parse(text, filename="<headers>")
+        except c_parser.ParseError as e:
+            raise CAbiError(f"cannot parse {', '.join(map(str, headers))}: {e}") from e
+        abi = read_ast(ast)
+        _save_parse(stored, abi)
+    _save_sources(index, _included_files(text), stored)
     return abi
+
+
+# ---- the sources index: a header set's parse without running the preprocessor ---------------
+#
+# Every program build checks each kernel map's header against its ABI; running gcc -E for each
+# header set costs more than the rest of a compile.  The index of a header set lists every file
+# its preprocessed text included, with a digest of its bytes, and the parse it gave: while every
+# listed file still has its digest, the preprocessor would produce the same text.  The key
+# holds the include path and the compiler, which decide which files are found.
+
+_LINE_MARKER = re.compile(r'^# \d+ "([^"<][^"]*)"', re.MULTILINE)
+
+
+def _sources_index(headers: tuple[Path, ...], include_dirs: tuple[Path, ...]) -> Path:
+    from v8dialect.runtime.cbuild import cache_root
+
+    h = hashlib.sha256(f"{PARSE_FORMAT}\0{pycparser.__version__}\0{os.environ.get('CC', 'gcc')}".encode())
+    for part in (*headers, "\0", *include_dirs, "\0", *sorted(_FAKE_LIBC.items())):
+        h.update(f"{part}\0".encode())
+    return cache_root() / "c_abi" / f"sources-{h.hexdigest()[:32]}.json"
+
+
+def _included_files(text: str) -> list[str]:
+    libc = str(_fake_libc_dir())
+    return sorted({m for m in _LINE_MARKER.findall(text) if not m.startswith(libc)})
+
+
+def _digest(path: str) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _load_by_sources(index: Path) -> CAbi | None:
+    try:
+        entry = json.loads(index.read_text(encoding="utf-8"))
+        sources, parse = dict(entry["sources"]), Path(entry["parse"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if parse.parent != index.parent or any(_digest(f) != d for f, d in sources.items()):
+        return None
+    return _load_parse(parse)
+
+
+def _save_sources(index: Path, files: list[str], parse: Path) -> None:
+    digests = {f: _digest(f) for f in files}
+    if None in digests.values():
+        return
+    staging = index.with_name(f".{index.name}.{os.getpid()}.tmp")
+    try:
+        index.parent.mkdir(parents=True, exist_ok=True)
+        staging.write_text(json.dumps({"sources": digests, "parse": str(parse)}), encoding="utf-8")
+        os.replace(staging, index)
+    except OSError:
+        staging.unlink(missing_ok=True)
 
 
 def forget_parses() -> None:

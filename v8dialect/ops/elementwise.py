@@ -4,10 +4,10 @@ the constant scale."""
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
-import numpy as np
 from xdsl.dialects.builtin import (
     Float32Type,
     FloatAttr,
@@ -187,11 +187,17 @@ def build_scale(
 ) -> Operation:
     (x,) = inputs
     assert op.factor is not None
-    # 1.0f / sqrtf(n) in fp32, as llama.cpp computes such factors (f_attention_scale)
-    root = np.sqrt(np.float32(builder.number(op.factor[1], op)))
+    # 1.0f / sqrtf(n) in fp32, as llama.cpp computes such factors (f_attention_scale); each
+    # step in double then rounded to fp32 is the correctly rounded fp32 result (53 >= 2*24 + 2)
+    root = fp32(math.sqrt(fp32(builder.number(op.factor[1], op))))
     props = builder.properties(op, layer)
-    props["factor"] = FloatAttr(float(np.float32(1.0) / root), Float32Type())
+    props["factor"] = FloatAttr(fp32(1.0 / root), Float32Type())
     return ScaleOp.build(operands=[x], result_types=[x.type], properties=props)
+
+
+def fp32(value: float) -> float:
+    """`value` rounded to the nearest fp32 (ties to even)."""
+    return float(struct.unpack("<f", struct.pack("<f", value))[0])
 
 
 def _abi_dims_elements(op: KernelOp, tokens: Tokens) -> dict[str, Arg]:
