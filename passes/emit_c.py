@@ -58,9 +58,19 @@ from v8dialect.ir.call_ready import (
     signature_problems,
 )
 from v8dialect.ir.graph_op import dtype_name
-from v8dialect.ir.lowered import ARENA_ATTR, OUTPUTS_ATTR, WRITTEN_ATTR, ArenaSliceOp, CallOp, InlineOp, ViewOp
+from v8dialect.ir.lowered import (
+    ARENA_ATTR,
+    OUTPUTS_ATTR,
+    WRITTEN_ATTR,
+    ArenaSliceOp,
+    CallOp,
+    InlineOp,
+    InvokeOp,
+    ViewOp,
+)
 from v8dialect.ir.narrowing import array_items, memref_type
 from v8dialect.ir.pinning import check_pinned
+from v8dialect.ir.structure import is_entry_point
 from v8dialect.ir.token_count import RUNTIME_TOKENS, max_tokens
 
 STAGE = "emit-c"
@@ -97,7 +107,8 @@ def call_problems(op: CallOp) -> list[str]:
     return problems
 
 
-CALL_READY = (ArenaSliceOp, ViewOp, InlineOp, KernelDeclOp, EntryValueOp, WorkersOp, RequireOp, ScratchNeedOp)
+CALL_READY = (ArenaSliceOp, ViewOp, InlineOp, InvokeOp, KernelDeclOp, EntryValueOp, WorkersOp, RequireOp,
+              ScratchNeedOp)
 
 
 def check_call_ready(module: ModuleOp) -> None:
@@ -136,7 +147,13 @@ class CWriter:
 class PhasePrinter:
     fn: func.FuncOp
     w: CWriter
+    pool_users: set[str] = field(default_factory=set[str])  # functions that run kernels on the pool
     names: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
+
+    @property
+    def entry(self) -> bool:
+        """An exported phase (checks its arguments) or a static layer function (its phase did)."""
+        return is_entry_point(self.fn)
 
     @property
     def phase(self) -> str:
@@ -178,13 +195,19 @@ class PhasePrinter:
     def print(self) -> None:
         arena = self.fn.attributes.get(ARENA_ATTR)
         assert isinstance(arena, IntegerAttr)
-        self.w.line(f"/* ---- phase {self.phase} ---- */")
-        self.w.line(f"size_t {self.phase}_arena_bytes(void) {{ return {arena.value.data}u; }}")
+        if self.entry:
+            self.w.line(f"/* ---- phase {self.phase} ---- */")
+            self.w.line(f"size_t {self.phase}_arena_bytes(void) {{ return {arena.value.data}u; }}")
+        else:
+            self.w.line(f"/* ---- layer function {self.phase}: {arena.value.data} bytes of its "
+                        "caller's arena ---- */")
         self.w.line()
         self.print_scratch_function()
-        self.w.line(f"{self.entry_signature()} {{")
+        self.w.line(f"{'' if self.entry else 'static '}{self.entry_signature()} {{")
         self.w.indent += 1
-        self.print_checks()
+        if self.entry:
+            self.print_checks()
+        self.print_preamble()
         for op in self.fn.body.block.ops:
             self.print_op(op)
         self.w.indent -= 1
@@ -203,7 +226,8 @@ class PhasePrinter:
         self.w.line(f"{self.entry_signature()};")
 
     def print_scratch_function(self) -> None:
-        self.w.line(f"size_t {self.phase}_scratch_bytes(v8_threadpool *pool) {{")
+        static = "" if self.entry else "static "
+        self.w.line(f"{static}size_t {self.phase}_scratch_bytes(v8_threadpool *pool) {{")
         self.w.indent += 1
         self.w.line("size_t need = 0;")
         uses_pool = False
@@ -233,6 +257,12 @@ class PhasePrinter:
             self.w.line(f"V8_REQUIRE({limit}, V8_ERR_BAD_DIMENSION);")
         self.w.line(f"V8_REQUIRE(scratch_bytes >= {self.phase}_scratch_bytes(pool) && "
                     "(scratch != NULL || scratch_bytes == 0), V8_ERR_BAD_DIMENSION);")
+
+    def print_preamble(self) -> None:
+        # a layer function need not read every context parameter its caller passes on
+        unused = ["pool", "scratch_bytes", *([RUNTIME_TOKENS] if self.max_tokens else [])]
+        if not self.entry:
+            self.w.line(" ".join(f"(void){name};" for name in unused))
         self.w.line("(void)scratch;")
         self.w.line("(void)n_past;")
         self.w.line("char *base = (char *)arena;")
@@ -241,7 +271,8 @@ class PhasePrinter:
         self.w.line("(void)st;")
 
     def uses_threadpool(self) -> bool:
-        return any(isinstance(op, CallOp) and op.resolved.calls_threadpool
+        return any((isinstance(op, CallOp) and op.resolved.calls_threadpool)
+                   or (isinstance(op, InvokeOp) and op.callee.string_value() in self.pool_users)
                    for op in self.fn.body.block.ops)
 
     def runtime_checks(self) -> Iterator[str]:
@@ -274,6 +305,17 @@ class PhasePrinter:
     @print_op.register
     def _print_inline(self, op: InlineOp) -> None:
         self.print_inline(op)
+
+    @print_op.register
+    def _print_invoke(self, op: InvokeOp) -> None:
+        assert op.arena_offset is not None  # prepare-calls placed the callee's arena
+        counts = ["n_past"] + ([RUNTIME_TOKENS] if self.max_tokens else [])
+        args = ["pool", *counts, f"base + {op.arena_offset.value.data}", "scratch", "scratch_bytes",
+                *(self.expr(v) for v in op.values)]
+        self.w.line(f"st = {op.callee.string_value()}({', '.join(args)});")
+        self.w.line("if (st != V8_OK) {")
+        self.w.line("    return st;")
+        self.w.line("}")
 
     @print_op.register
     def _print_return(self, op: func.ReturnOp) -> None:
@@ -474,10 +516,14 @@ def print_module(module: ModuleOp, out: IO[str]) -> None:
         out.write(inline_functions(kind, dispatch, variants))
         w.line()
     functions = [op for op in module.walk() if isinstance(op, func.FuncOp)]
-    if not functions:
+    if not any(is_entry_point(fn) for fn in functions):
         raise V8Error([located("<module>", f"{STAGE}: no phase functions to print")])
-    for fn in functions:
-        PhasePrinter(fn, w).print()
+    pool_users: set[str] = set()
+    for fn in sorted(functions, key=is_entry_point):  # static layer functions before their callers
+        printer = PhasePrinter(fn, w, pool_users)
+        printer.print()
+        if printer.uses_threadpool():
+            pool_users.add(fn.sym_name.data)
 
 
 def print_declarations(module: ModuleOp, out: IO[str]) -> None:
@@ -486,7 +532,7 @@ def print_declarations(module: ModuleOp, out: IO[str]) -> None:
     w = CWriter(out)
     w.line('#include "v8_runtime.h"')
     for fn in module.walk():
-        if isinstance(fn, func.FuncOp):
+        if isinstance(fn, func.FuncOp) and is_entry_point(fn):
             PhasePrinter(fn, w).print_declarations()
 
 

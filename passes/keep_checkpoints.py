@@ -74,6 +74,9 @@ class KeepCheckpoints(V8Pass):
             if isinstance(inner, KernelOp):
                 raise V8Error([op_error(inner, "keep-checkpoints: runs on GraphIR, before "
                                         "lower-to-kernels")])
+            if isinstance(inner, func.CallOp):
+                raise V8Error([op_error(inner, "keep-checkpoints: needs every layer's nodes in its "
+                                        "phase; build with v8-build --expand-layers")])
         for fn in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
             if CHECKPOINTS_ATTR not in fn.attributes:
                 keep_function_checkpoints(fn)

@@ -2,7 +2,8 @@
 
 Function arguments become memrefs, each contract-bearing op becomes a
 ``v8.alloc`` for its result plus one ``v8.kernel`` that keeps the op's node,
-phase, scalar parameters and pinned resolution; reshapes become views.  One
+phase, scalar parameters and pinned resolution; reshapes become views, and a call
+of a layer function a ``v8.invoke`` that writes a buffer per result.  One
 rewrite pattern per op class, applied by xDSL's pattern walker.  The
 pass checks every op against the resolution ledger before and after.
 """
@@ -34,7 +35,7 @@ from xdsl.rewriter import Rewriter
 
 from v8dialect.diagnostics import V8Error, op_error
 from v8dialect.ir.graph_op import GraphOp
-from v8dialect.ir.lowered import AllocOp, KernelOp, ViewOp
+from v8dialect.ir.lowered import AllocOp, InvokeOp, KernelOp, ViewOp
 from v8dialect.ir.narrowing import ssa_value, tensor_type
 from v8dialect.ops.reshape import ReshapeOp
 
@@ -107,6 +108,18 @@ class LowerReshape(RewritePattern):
         rewriter.replace(op, view, [view.result])
 
 
+class LowerLayerCall(RewritePattern):
+    """A call of a layer function -> a buffer per result and a v8.invoke that writes them."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: func.CallOp, rewriter: PatternRewriter) -> None:
+        outs = [AllocOp(buffer_type(r.type)) for r in op.results]
+        invoke = InvokeOp(op.callee.string_value(), [*op.arguments, *(o.result for o in outs)], len(outs))
+        for new in (*outs, invoke):
+            new.location = op.location
+        rewriter.replace(op, [*outs, invoke], [o.result for o in outs])
+
+
 def buffer_signature(fn: func.FuncOp) -> None:
     """Tensor arguments and results become buffers of the same shape and element type."""
     for arg in list(fn.body.block.args):
@@ -120,7 +133,7 @@ def buffer_signature(fn: func.FuncOp) -> None:
 def refuse_unlowerable(fn: func.FuncOp) -> None:
     """Before anything changes: every op of a phase is a GraphIR op, a reshape or the return."""
     for op in fn.body.block.ops:
-        if not isinstance(op, GraphOp | ReshapeOp | func.ReturnOp):
+        if not isinstance(op, GraphOp | ReshapeOp | func.ReturnOp | func.CallOp):
             raise V8Error([op_error(op, f"lower-to-kernels: no lowering for '{op.name}'")])
 
 
@@ -136,6 +149,6 @@ class LowerToKernels(V8Pass):
             refuse_unlowerable(fn)
             buffer_signature(fn)
         PatternRewriteWalker(
-            GreedyRewritePatternApplier([LowerGraphOp(), LowerReshape()]),
+            GreedyRewritePatternApplier([LowerGraphOp(), LowerReshape(), LowerLayerCall()]),
             apply_recursively=False,
         ).rewrite_module(op)

@@ -39,7 +39,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from v8dialect.data.kernel_maps import KernelMap, KernelMapSet
 from v8dialect.data.pipeline_data import pipeline_data
 from v8dialect.diagnostics import V8Error, op_error
-from v8dialect.ir.call_ready import KernelDeclOp, ir_type
+from v8dialect.ir.call_ready import EntryValue, KernelDeclOp, RequireOp, ir_type
 from v8dialect.ir.lowered import (
     ARENA_ATTR,
     OUTPUTS_ATTR,
@@ -48,9 +48,12 @@ from v8dialect.ir.lowered import (
     ArenaSliceOp,
     CallOp,
     InlineOp,
+    InvokeOp,
     KernelOp,
     ViewOp,
 )
+from v8dialect.ir.narrowing import array_items
+from v8dialect.ir.structure import is_entry_point
 from v8dialect.ir.token_count import max_tokens
 from v8dialect.lowering.abi_binding import BUFFER_ALIASES, BindingError, bind
 from v8dialect.lowering.call_values import FunctionValues, Tokens
@@ -103,17 +106,27 @@ def first_fit(size: int, live: list[tuple[int, int]]) -> int:
     return offset
 
 
-def plan_arena(allocs: list[AllocOp], position: dict[Operation, int]) -> tuple[dict[AllocOp, int], int]:
-    offsets: dict[AllocOp, int] = {}
+@dataclass(frozen=True)
+class Claim:
+    """Arena bytes an op needs from its own position through `last` (a buffer until its last
+    reader; a layer function's own arena while the call runs)."""
+
+    op: Operation
+    size: int
+    last: int
+
+
+def plan_arena(claims: list[Claim], position: dict[Operation, int]) -> tuple[dict[Operation, int], int]:
+    offsets: dict[Operation, int] = {}
     live: list[tuple[int, int, int]] = []  # (start, end, last use)
     arena = 0
-    for alloc in allocs:
-        here = position[alloc]
+    for claim in claims:
+        here = position[claim.op]
         live = [blk for blk in live if blk[2] >= here]
-        size = align(buffer_bytes(alloc.result.type))  # pyright: ignore[reportArgumentType]
+        size = align(claim.size)
         offset = first_fit(size, [(s, e) for s, e, _ in live])
-        offsets[alloc] = offset
-        live.append((offset, offset + size, last_use(alloc.result, position)))
+        offsets[claim.op] = offset
+        live.append((offset, offset + size, claim.last))
         arena = max(arena, offset + size)
     return offsets, arena
 
@@ -126,6 +139,7 @@ class FunctionPreparation:
     fn: func.FuncOp
     maps: KernelMapSet
     decls: dict[str, KernelDeclOp]  # callee -> its declaration, shared by the module's phases
+    layer_functions: dict[str, func.FuncOp]  # the prepared layer functions this one may invoke
 
     def run(self) -> None:
         self.tokens = Tokens(FunctionValues(self.fn.body.block), max_tokens(self.fn))
@@ -133,19 +147,46 @@ class FunctionPreparation:
         outputs = self.bind_outputs()
         ops = list(self.fn.body.block.ops)
         position = {op: i for i, op in enumerate(ops)}
-        allocs = [op for op in ops if isinstance(op, AllocOp)]
-        offsets, arena = plan_arena(allocs, position)
-        for alloc in allocs:
-            self.replace(alloc, ArenaSliceOp.create(
-                properties={"offset": IntegerAttr(offsets[alloc], IndexType())},
-                result_types=[alloc.result.type]))
+        claims = [self.claim(op, position) for op in ops if isinstance(op, AllocOp | InvokeOp)]
+        offsets, arena = plan_arena(claims, position)
         for op in ops:
-            if isinstance(op, KernelOp):
+            if isinstance(op, AllocOp):
+                self.replace(op, ArenaSliceOp.create(
+                    properties={"offset": IntegerAttr(offsets[op], IndexType())},
+                    result_types=[op.result.type]))
+            elif isinstance(op, KernelOp):
                 self.replace(op, self.call_for(op))
+            elif isinstance(op, InvokeOp):
+                self.prepare_invoke(op, offsets[op])
         self.tokens.values.drop_unused()
         self.fn.attributes[ARENA_ATTR] = IntegerAttr(arena, IndexType())
         self.fn.attributes[OUTPUTS_ATTR] = IntegerAttr(outputs, IndexType())
         self.fn.attributes[WRITTEN_ATTR] = ArrayAttr([IntegerAttr(i, IndexType()) for i in written])
+
+    def callee(self, op: InvokeOp) -> func.FuncOp:
+        found = self.layer_functions.get(op.callee.string_value())
+        if found is None:
+            raise V8Error([op_error(op, f"prepare-calls: '{op.callee.string_value()}' is no layer "
+                                    "function of this module")])
+        return found
+
+    def claim(self, op: AllocOp | InvokeOp, position: dict[Operation, int]) -> Claim:
+        if isinstance(op, AllocOp):
+            return Claim(op, buffer_bytes(op.result.type), last_use(op.result, position))  # pyright: ignore[reportArgumentType]
+        arena = self.callee(op).attributes.get(ARENA_ATTR)
+        assert isinstance(arena, IntegerAttr)  # layer functions are prepared first
+        return Claim(op, arena.value.data, position[op])
+
+    def prepare_invoke(self, op: InvokeOp, offset: int) -> None:
+        """Place the callee's arena, and make the caller size the scratch and check the
+        conditions the callee's kernels need (before any kernel of the phase runs)."""
+        op.arena_offset = IntegerAttr(offset, IndexType())
+        callee = self.callee(op)
+        values = self.tokens.values
+        values.scratch_need(f"{callee.sym_name.data}_scratch_bytes", [values.entry(EntryValue.POOL)])
+        for need in callee.body.block.ops:
+            if isinstance(need, RequireOp):
+                values.require(values.rebuilt(need.condition))
 
     def written_arguments(self) -> list[int]:
         """Arguments a kernel updates in place, so the entry point takes them non-const: a KV
@@ -153,6 +194,8 @@ class FunctionPreparation:
         output besides the result (a recurrent layer's conv_state and ssm_state)."""
         found: set[int] = set()
         for op in self.fn.body.block.ops:
+            if isinstance(op, InvokeOp):
+                found |= self.written_through(op)
             if not isinstance(op, KernelOp):
                 continue
             written = {"out"}
@@ -164,6 +207,14 @@ class FunctionPreparation:
                 if role.data in written and isinstance(value, BlockArgument):
                     found.add(value.index)
         return sorted(found)
+
+    def written_through(self, op: InvokeOp) -> set[int]:
+        """This function's arguments a layer function writes: those passed where it writes its
+        own arguments (its outputs are the caller's buffers, written anyway)."""
+        callee_written = {i.value.data for i in array_items(self.callee(op).attributes.get(WRITTEN_ATTR)) or ()
+                          if isinstance(i, IntegerAttr)}
+        return {value.index for i, value in enumerate(op.values)
+                if i in callee_written and isinstance(value, BlockArgument)}
 
     def bind_outputs(self) -> int:
         """The phase's results become trailing arguments the producing kernels write."""
@@ -259,8 +310,13 @@ class PrepareCalls(V8Pass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         maps = pipeline_data(ctx).kernel_maps()
         decls: dict[str, KernelDeclOp] = {}
-        for fn in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
-            FunctionPreparation(fn, maps, decls).run()
+        functions = [f for f in op.walk() if isinstance(f, func.FuncOp)]
+        layer_functions: dict[str, func.FuncOp] = {}
+        # layer functions first: a phase's plan needs their arenas and what they write
+        for fn in sorted(functions, key=is_entry_point):
+            FunctionPreparation(fn, maps, decls, layer_functions).run()
+            if not is_entry_point(fn):
+                layer_functions[fn.sym_name.data] = fn
         # the declarations lead the module, by name
         first = op.body.block.first_op
         for name in sorted(decls):

@@ -3,8 +3,11 @@
 // locations pointing at the op's entry in circuits/qwen3.json.  The ggml build is pinned so the
 // checked contracts do not depend on the host's vector width.
 // RUN: %python %S/../Inputs/circuits/tiny_gguf.py qwen3 %t.gguf
-// RUN: v8-build %t.gguf --circuit qwen3 --set ggml_build=avx512 -o %t.mlir
+// RUN: v8-build %t.gguf --circuit qwen3 --set ggml_build=avx512 --expand-layers -o %t.mlir
 // RUN: filecheck %s --input-file %t.mlir
+// By default both layers (same tensor types) share one layer function per phase, called per layer
+// with that layer's weights and KV cache; the result is the same arithmetic.
+// RUN: v8-build %t.gguf --circuit qwen3 --set ggml_build=avx512 | filecheck %s --check-prefix=LAYERS
 // The output parses and verifies, and every op resolves against the packaged kernel maps.
 // RUN: v8-opt --resolve-contracts %t.mlir | filecheck %s --check-prefix=RESOLVED
 
@@ -36,3 +39,16 @@
 // RESOLVED-SAME: "prefill::blk.0.attn" = #v8.resolved<kernel = "attn_auto_qtile64_f16kv"
 // RESOLVED-SAME: "prefill::blk.0.attn_q" = #v8.resolved<kernel = "q4_k_x_q8_k_repacked_gemm"
 // RESOLVED-SAME: "prefill::output" = #v8.resolved<kernel = "q6_k_x_q8_k_auto_rows8_gemm"
+
+// LAYERS-LABEL: func.func private @prefill_layer0(%hidden: tensor<16x256xf32> loc("circuits/qwen3.json":79:5), %attn_norm.weight: tensor<256xf32> loc("circuits/qwen3.json":79:5)
+// LAYERS-SAME: attributes {v8.max_tokens = 16 : i64, v8.layers = [0 : i64, 1 : i64]}
+// LAYERS: v8.linear "attn_q" prefill %h, %attn_q.weight contract #v8.linear_contract<"q4_k_x_q8_k_fp32_repacked_4_row_groups"
+// LAYERS: v8.kv_store "attn_k_store" prefill %k_rot, %k_cache contract
+// LAYERS: func.return %hidden_2 : tensor<16x256xf32>
+// LAYERS-LABEL: func.func @prefill(
+// LAYERS: %hidden_1 = func.call @prefill_layer0(%hidden, %blk.0.attn_norm.weight, {{.*}}, %positions, %blk.0.k_cache, %blk.0.v_cache,
+// LAYERS-SAME: loc("circuits/qwen3.json":79:5)
+// LAYERS-NEXT: %hidden_2 = func.call @prefill_layer0(%hidden_1, %blk.1.attn_norm.weight,
+// LAYERS-LABEL: func.func private @decode_layer0(
+// LAYERS-SAME: attributes {v8.layers = [0 : i64, 1 : i64]}
+// LAYERS-LABEL: func.func @decode(

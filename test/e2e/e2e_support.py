@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from v8dialect.ir.structure import is_entry_point
+
 HERE = Path(__file__).resolve().parent
 for _dir in ("runtime_c/attention", "runtime_c/ops", "runtime_c/quant"):
     _p = str(HERE.parent / _dir)
@@ -283,7 +285,7 @@ def build_program(gguf_path: Path, circuit: str, prefill_tokens: int,
     args: dict[str, list[tuple[str, str | None, dict[str, float]]]] = {}
     renamed = 0
     for fn in module.ops:
-        if not isinstance(fn, FuncOp):
+        if not isinstance(fn, FuncOp) or not is_entry_point(fn):
             continue
         seen: set[str] = set()
         rows = []

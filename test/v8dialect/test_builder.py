@@ -17,6 +17,7 @@ from xdsl.passes import PassPipeline
 from v8dialect.builder.build import main
 from v8dialect.data.paths import circuits_dir
 from v8dialect.ir.ledger import graph_ops
+from v8dialect.ir.structure import is_entry_point
 from v8dialect.runtime.host import native_ggml_build, native_loop_vectors
 from v8dialect.runtime.program import context
 
@@ -37,8 +38,11 @@ def build(
     return rc, captured.out, captured.err
 
 
-def built(capsys: pytest.CaptureFixture[str], model: Path, circuit: str, *extra: str) -> ModuleOp:
-    rc, out, err = build(capsys, model, circuit, *extra)
+def built(capsys: pytest.CaptureFixture[str], model: Path, circuit: str, *extra: str,
+          expand: bool = True) -> ModuleOp:
+    """The module v8-build prints; by default with every layer's ops in its phase (what these
+    tests inspect by node name; test_builder_layers.py covers the layer functions)."""
+    rc, out, err = build(capsys, model, circuit, *extra, *(["--expand-layers"] if expand else []))
     assert rc == 0, err
     return Parser(context(), out, "built.mlir").parse_module()
 
@@ -47,11 +51,12 @@ def resolve(module: ModuleOp) -> None:
     PassPipeline((ResolveContracts(mode="bringup"),)).apply(context(), module)
 
 
-def contracts_of(module: ModuleOp, func: str, kind: str) -> set[str]:
+def contracts_of(module: ModuleOp, phase: str, kind: str) -> set[str]:
+    """The contracts of a phase's ops of one kind, in the phase or in its layer functions."""
     return {
         op.required_contract.id
         for op in graph_ops(module)
-        if op.name == f"v8.{kind}" and _func(op) == func
+        if op.name == f"v8.{kind}" and op.phase.data.value == phase
     }
 
 
@@ -64,6 +69,7 @@ def _func(op: object) -> str:
 # ---- builds that resolve ---------------------------------------------------------------
 
 
+@pytest.mark.parametrize("expand", [True, False], ids=["expanded", "layer_functions"])
 @pytest.mark.parametrize(
     ("preset", "circuit"),
     [
@@ -75,10 +81,12 @@ def _func(op: object) -> str:
     ],
 )
 def test_family_builds_and_resolves_against_packaged_maps(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], preset: str, circuit: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], preset: str, circuit: str, expand: bool
 ) -> None:
-    module = built(capsys, gguf(tmp_path, preset), circuit)
-    assert [f.sym_name.data for f in module.ops if isinstance(f, FuncOp)] == ["prefill", "decode"]
+    module = built(capsys, gguf(tmp_path, preset), circuit, expand=expand)
+    functions = [f for f in module.ops if isinstance(f, FuncOp)]
+    assert [f.sym_name.data for f in functions if is_entry_point(f)] == ["prefill", "decode"]
+    assert (len(functions) == 2) == expand
     resolve(module)
     ops = list(graph_ops(module))
     assert ops and all(op.resolved is not None for op in ops)

@@ -31,7 +31,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     subprocess.run([sys.executable, str(FIXTURE), str(gguf)], check=True)
     mlir = tmp / "vision.mlir"
     subprocess.run([shutil.which("v8-build") or "v8-build", str(gguf), "--circuit",
-                    "qwen3vl_vision", "--prefill-tokens", "16", "-o", str(mlir)], check=True)
+                    "qwen3vl_vision", "--prefill-tokens", "16", "--expand-layers", "-o", str(mlir)],
+                   check=True)
     return tmp, mlir.read_text()
 
 

@@ -59,7 +59,8 @@ def test_decode_q4k_weights_are_x16_arguments(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_decode_program_calls_the_x16_gemv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    module = built(tmp_path, capsys)
+    # expanded, so each layer's projection is a node of the phase and a call in its C function
+    module = built(tmp_path, capsys, "--expand-layers")
     nodes = {"decode": q4k_projections(module, "decode"), "prefill": q4k_projections(module, "prefill")}
     program = build(module, name="v8_x16_wiring")
     try:

@@ -86,8 +86,9 @@ def build_module(
     used: set[str] = set()
     for phase in circuit.phases:
         tokens = options.prefill_tokens if phase == "prefill" else DECODE_TOKENS
-        builder = FunctionBuilder(circuit, manifest, registry, phase, tokens, capacity)
-        functions.append(builder.build(phase))
+        builder = FunctionBuilder(circuit, manifest, registry, phase, tokens, capacity,
+                                  expand_layers=options.expand_layers)
+        functions += builder.build(phase)
         used |= builder.used_tensors
         if phase == "decode" and len(builder.attention_contracts) != 1:
             found = ", ".join(sorted(builder.attention_contracts)) or "none"
@@ -217,13 +218,17 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         default=None,
         help="contract registry files or folders (default: the packaged contracts/)",
     )
+    parser.add_argument("--expand-layers", action="store_true",
+                        help="build every layer's ops into its phase instead of one function per "
+                             "distinct layer called once per layer (keep-checkpoints needs it)")
     parser.add_argument("-o", "--output", type=Path, default=None)
     return parser.parse_args(argv)
 
 
 def build_from_file(model: Path, circuit_name: str, *, prefill_tokens: int = DEFAULT_PREFILL_TOKENS,
                     kv_capacity: int | None = None, overrides: Sequence[str] = (),
-                    registry_paths: Sequence[Path] | None = None) -> ModuleOp:
+                    registry_paths: Sequence[Path] | None = None,
+                    expand_layers: bool = False) -> ModuleOp:
     """The GraphIR module for a model file (GGUF or config JSON) and a circuit; every
     user error is a BuildError naming the file."""
     try:
@@ -239,7 +244,8 @@ def build_from_file(model: Path, circuit_name: str, *, prefill_tokens: int = DEF
         manifest = read_manifest(model, circuit.key_prefix, circuit.config_section)
     except ManifestError as e:
         raise BuildError(str(model), str(e).removeprefix(f"{model}: ")) from None
-    module = build_module(circuit, manifest, registry, BuildOptions(prefill_tokens, kv_capacity, values))
+    module = build_module(circuit, manifest, registry, BuildOptions(prefill_tokens, kv_capacity, values,
+                                                                  expand_layers))
     try:
         module.verify()
     except VerifyException as e:  # a builder bug, not a user error: still no traceback
@@ -250,7 +256,7 @@ def build_from_file(model: Path, circuit_name: str, *, prefill_tokens: int = DEF
 def run(args: argparse.Namespace) -> None:
     module = build_from_file(args.model, args.circuit, prefill_tokens=args.prefill_tokens,
                              kv_capacity=args.kv_capacity, overrides=args.set,
-                             registry_paths=args.registry)
+                             registry_paths=args.registry, expand_layers=args.expand_layers)
     if args.output is None:
         print_module(module, sys.stdout)
         return

@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
+from v8dialect.builder.layers import LayerOutliner, live_across_layers
 from v8dialect.builder.values import (
     CONFIG_WEIGHT_TYPE,
     MAX_LAYERS,
@@ -57,13 +58,51 @@ from v8dialect.ops.registry import op_kind
 # ---- function arguments ------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ArgSpec:
+    """What an entry-block argument stands for: the key it was added under and its attributes."""
+
+    name: str
+    value_type: Attribute
+    location: FileLineColLoc
+    tensor: str | None = None
+    transforms: tuple[tuple[str, float], ...] = ()
+    token_axis: int | None = None
+    layout: str | None = None
+
+    @property
+    def key(self) -> tuple[str, tuple[tuple[str, float], ...], str | None]:
+        return (self.tensor or self.name, self.transforms, self.layout)
+
+    def renamed(self, old_prefix: str, new_prefix: str) -> ArgSpec:
+        """The same argument of another layer: names under `old_prefix` move to `new_prefix`."""
+        def move(text: str) -> str:
+            return new_prefix + text.removeprefix(old_prefix) if text.startswith(old_prefix) else text
+        return ArgSpec(move(self.name), self.value_type, self.location,
+                       None if self.tensor is None else move(self.tensor), self.transforms,
+                       self.token_axis, self.layout)
+
+    def attributes(self, tensor_name: bool = True) -> DictionaryAttr:
+        """The argument's attributes (a layer function's arguments name no file tensor)."""
+        attrs: dict[str, Attribute] = {}
+        if self.tensor is not None and tensor_name:
+            attrs["v8.tensor"] = StringAttr(self.tensor)
+        for step, amount in self.transforms:
+            attrs[f"v8.{step}"] = FloatAttr(amount, Float32Type())
+        if self.token_axis is not None:  # this axis has one entry per token of the call
+            attrs[TOKEN_AXIS_ATTR] = IntegerAttr(self.token_axis, i64)
+        if self.layout is not None:  # a copy in this layout, made at load time
+            attrs[LAYOUT_ATTR] = StringAttr(self.layout)
+        return DictionaryAttr(attrs)
+
+
 @dataclass
 class Arguments:
     """The entry block's arguments, added on first use; one per (tensor, load transform,
     prepared layout)."""
 
     block: Block
-    attrs: list[DictionaryAttr] = field(default_factory=list[DictionaryAttr])
+    specs: list[ArgSpec] = field(default_factory=list[ArgSpec])
     by_key: dict[tuple[str, tuple[tuple[str, float], ...], str | None], SSAValue] = field(
         default_factory=dict[tuple[str, tuple[tuple[str, float], ...], str | None], SSAValue]
     )
@@ -79,24 +118,21 @@ class Arguments:
         layout: str | None = None,
     ) -> SSAValue:
         steps = tuple(sorted((transforms or {}).items()))
-        key = (tensor or name, steps, layout)
-        if key in self.by_key:
-            return self.by_key[key]
-        arg = self.block.insert_arg(value_type, len(self.block.args))
-        arg.name_hint = name
-        arg.location = location  # the circuit entry of the op that first reads it
-        attrs: dict[str, Attribute] = {}
-        if tensor is not None:
-            attrs["v8.tensor"] = StringAttr(tensor)
-        for step, amount in steps:
-            attrs[f"v8.{step}"] = FloatAttr(amount, Float32Type())
-        if token_axis is not None:  # this axis has one entry per token of the call
-            attrs[TOKEN_AXIS_ATTR] = IntegerAttr(token_axis, i64)
-        if layout is not None:  # a copy in this layout, made at load time
-            attrs[LAYOUT_ATTR] = StringAttr(layout)
-        self.attrs.append(DictionaryAttr(attrs))
-        self.by_key[key] = arg
+        return self.of(ArgSpec(name, value_type, location, tensor, steps, token_axis, layout))
+
+    def of(self, spec: ArgSpec) -> SSAValue:
+        if spec.key in self.by_key:
+            return self.by_key[spec.key]
+        arg = self.block.insert_arg(spec.value_type, len(self.block.args))
+        arg.name_hint = spec.name
+        arg.location = spec.location  # the circuit entry of the op that first reads it
+        self.specs.append(spec)
+        self.by_key[spec.key] = arg
         return arg
+
+    @property
+    def attrs(self) -> list[DictionaryAttr]:
+        return [spec.attributes() for spec in self.specs]
 
 
 # ---- one function ---------------------------------------------------------------------
@@ -115,6 +151,8 @@ class FunctionBuilder:
     used_tensors: set[str] = field(default_factory=set[str])
     attention_contracts: set[str] = field(default_factory=set[str])
     current: OpTemplate | None = None  # the op being emitted; its entry locates new arguments
+    in_layer_function: bool = False  # building a layer function: node names without the layer prefix
+    expand_layers: bool = False  # every layer's ops in the phase, not calls of layer functions
 
     def __post_init__(self) -> None:
         self.args = Arguments(self.block)
@@ -223,6 +261,11 @@ class FunctionBuilder:
     def weight_dtype(self, value: SSAValue) -> str:
         return element_dtype(value.type)
 
+    def node_name(self, node: str | None, layer: int | None) -> StringAttr:
+        """A node's name: layer-prefixed in a phase, the circuit's own in a layer function."""
+        prefix = "" if self.in_layer_function else self.circuit.prefix(layer)
+        return StringAttr(f"{prefix}{node}")
+
     # -- requirements -------------------------------------------------------------------
 
     def choose(self, op: OpTemplate, weight_type: str | None) -> Choice:
@@ -251,7 +294,7 @@ class FunctionBuilder:
         contract = self.registry.get(choice.contract)
         assert contract is not None  # the circuit loaded, so every contract exists
         props: dict[str, Attribute] = {
-            "node": StringAttr(f"{self.circuit.prefix(layer)}{op.node}"),
+            "node": self.node_name(op.node, layer),
             "phase": PhaseAttr(Phase(self.phase)),
             "contract": to_attr(contract, self.registry),
             "requirement": RequirementAttr(StringAttr(self.circuit.file), StringAttr(op.status)),
@@ -300,7 +343,8 @@ class FunctionBuilder:
 
     # -- the function --------------------------------------------------------------------
 
-    def build(self, name: str) -> FuncOp:
+    def build(self, name: str) -> list[FuncOp]:
+        """The phase function, after the layer functions it calls."""
         values: dict[str, SSAValue] = {}
         self.current = next(self.circuit.all_ops())
         if self.circuit.input == "tokens":
@@ -312,12 +356,7 @@ class FunctionBuilder:
             )
         for op in self.circuit.prologue:
             self.emit(op, values, None)
-        period = self.period()
-        for layer in range(self.block_count()):
-            kind = self.circuit.layers.kind_of(layer, period)
-            for op in self.circuit.block:
-                if op.in_layer(kind):
-                    self.emit(op, values, layer)
+        layer_functions = self.build_layers(values)
         for op in self.circuit.epilogue:
             self.emit(op, values, None)
         result = values[self.circuit.result]
@@ -333,7 +372,22 @@ class FunctionBuilder:
             # a decoder's prefill takes any token count up to the built one at run time (the
             # kernels see the count; buffers are sized for the maximum)
             fn.attributes[MAX_TOKENS_ATTR] = IntegerAttr(self.tokens, i64)
-        return fn
+        return [*layer_functions, fn]
+
+    def build_layers(self, values: dict[str, SSAValue]) -> list[FuncOp]:
+        """The layers, as calls of layer functions (returned) or expanded into the phase."""
+        period = self.period()
+        kinds = [self.circuit.layers.kind_of(layer, period) for layer in range(self.block_count())]
+        if self.expand_layers:
+            for layer, kind in enumerate(kinds):
+                for op in self.circuit.block:
+                    if op.in_layer(kind):
+                        self.emit(op, values, layer)
+            return []
+        outliner = LayerOutliner(self, live_across_layers(self.circuit, set(kinds)))
+        for layer, kind in enumerate(kinds):
+            outliner.call(layer, kind, values)
+        return outliner.finished()
 
     def block_count(self) -> int:
         """The layer count, within llama.cpp's own limit: each layer is emitted as ops, so an

@@ -30,6 +30,7 @@ class BuildOptions:
     prefill_tokens: int = DEFAULT_PREFILL_TOKENS
     kv_capacity: int | None = None
     overrides: Mapping[str, ManifestValue] = field(default_factory=dict[str, ManifestValue])
+    expand_layers: bool = False  # every layer's ops in its phase (see builder/layers.py)
 
 
 # ---- hydration: the manifest the circuit is built with ---------------------------------

@@ -23,12 +23,14 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     StringAttr,
+    SymbolRefAttr,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -177,6 +179,38 @@ class InlineOp(PinnedOp):
     )
 
 
-LOWERED_OPS: list[type[Operation]] = [AllocOp, ViewOp, KernelOp, ArenaSliceOp, CallOp, InlineOp,
+@irdl_op_definition
+class InvokeOp(IRDLOperation):
+    """A layer function run on buffers: its inputs, then the buffers its results go to (see
+    v8dialect/builder/layers.py).  prepare-calls sets `arena_offset`, where the callee's own
+    arena starts inside the caller's while the call runs."""
+
+    name = "v8.invoke"
+
+    callee = prop_def(SymbolRefAttr)
+    n_outputs = prop_def(IntegerAttr[IndexType])
+    arena_offset = opt_prop_def(IntegerAttr[IndexType])
+    values = var_operand_def(MemRefType)
+
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+
+    assembly_format = (
+        "$callee `(` $values `)` `outputs` $n_outputs (`arena` $arena_offset^)? attr-dict `:` type($values)"
+    )
+
+    def __init__(self, callee: str, values: list[SSAValue], n_outputs: int) -> None:
+        super().__init__(operands=[values], properties={
+            "callee": SymbolRefAttr(callee), "n_outputs": IntegerAttr(n_outputs, IndexType())})
+
+    @property
+    def outputs(self) -> int:
+        return self.n_outputs.value.data
+
+    def verify_(self) -> None:
+        if not 0 <= self.outputs <= len(self.values):
+            raise VerifyException(f"{self.outputs} outputs but {len(self.values)} buffers")
+
+
+LOWERED_OPS: list[type[Operation]] = [AllocOp, ViewOp, KernelOp, ArenaSliceOp, CallOp, InlineOp, InvokeOp,
                                       *CALL_READY_OPS]
 LOWERED_ATTRIBUTES: list[type[Attribute]] = [*CALL_READY_ATTRIBUTES]

@@ -99,3 +99,8 @@ def check_structure(module: ModuleOp, stage: str | None = None) -> None:
         errors = [e.replace(": error: ", f": error: {stage}: ", 1) for e in errors]
     if errors:
         raise V8Error(errors)
+
+
+def is_entry_point(fn: func.FuncOp) -> bool:
+    """A phase the program exports; private functions are layer functions the phases call."""
+    return fn.sym_visibility is None or fn.sym_visibility.data != "private"

@@ -17,6 +17,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from v8dialect.ir.call_ready import EntryValue, EntryValueOp, RequireOp, ScratchNeedOp, WorkersOp
 
+SLE = 3  # arith.cmpi's predicate number of `sle`
 Arg = Attribute | SSAValue  # a call argument: a typed constant or an SSA value
 
 
@@ -64,6 +65,26 @@ class FunctionValues:
 
     def at_most(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
         return self._once(("sle", lhs, rhs), lambda: arith.CmpiOp(lhs, rhs, "sle"))
+
+    def rebuilt(self, value: SSAValue) -> SSAValue:
+        """This function's copy of a value another function computed from its entry values
+        (a layer function's requirement, checked by the phase that calls it)."""
+        op = value.owner
+        match op:
+            case EntryValueOp():
+                return self.entry(op.entry)
+            case WorkersOp():
+                return self.workers()
+            case arith.ConstantOp(value=IntegerAttr() as constant):
+                return self.constant(constant.value.data)
+            case arith.AddiOp():
+                return self.add(self.rebuilt(op.lhs), self.rebuilt(op.rhs))
+            case arith.MuliOp():
+                return self.mul(self.rebuilt(op.lhs), self.rebuilt(op.rhs))
+            case arith.CmpiOp() if op.predicate.value.data == SLE:
+                return self.at_most(self.rebuilt(op.lhs), self.rebuilt(op.rhs))
+            case _:
+                raise ValueError(f"cannot rebuild {value} in another function")
 
     def drop_unused(self) -> None:
         """Erase the values no call, requirement or scratch need ended up using (the binder

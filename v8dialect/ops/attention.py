@@ -199,7 +199,7 @@ def _store(
             f"{storage} in the registry (found: {shown})",
         )
     props: dict[str, Attribute] = {
-        "node": StringAttr(f"{builder.circuit.prefix(layer)}{op.node}_{which}_store"),
+        "node": builder.node_name(f"{op.node}_{which}_store", layer),
         "phase": PhaseAttr(Phase(builder.phase)),
         "contract": to_attr(found[0], builder.registry),
         "requirement": RequirementAttr(StringAttr(builder.circuit.file), StringAttr(op.status)),

@@ -31,6 +31,7 @@ from xdsl.ir import Attribute
 
 from v8dialect.ir.graph_op import LAYOUT_ATTR
 from v8dialect.ir.ledger import read_ledger
+from v8dialect.ir.structure import is_entry_point
 from v8dialect.runtime.program import Program, build
 
 F32 = np.float32
@@ -47,13 +48,14 @@ class PhaseResult:
 
 
 def build_graph(model: Path, circuit: str, prefill_tokens: int, kv_capacity: int | None,
-                overrides: Sequence[str] = ()) -> ModuleOp:
+                overrides: Sequence[str] = (), expand_layers: bool = False) -> ModuleOp:
     """v8-build's hydration: the GraphIR module (located errors as SessionError)."""
     from v8dialect.builder.build import BuildError, build_from_file
 
     try:
         return build_from_file(model, circuit, prefill_tokens=prefill_tokens,
-                               kv_capacity=kv_capacity, overrides=overrides)
+                               kv_capacity=kv_capacity, overrides=overrides,
+                               expand_layers=expand_layers)
     except BuildError as e:
         raise SessionError(str(e)) from None
 
@@ -206,9 +208,10 @@ def build_program(source: ModelSource, prefill_tokens: int) -> BuiltProgram:
 
     from v8dialect.runtime.program import context
 
+    # a checkpoint build names every layer's nodes, so its layers are expanded into the phases
     module = build_graph(source.model, source.circuit, prefill_tokens, source.kv_capacity,
-                         source.overrides)
-    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
+                         source.overrides, expand_layers=source.checkpoints)
+    functions = [op for op in module.ops if isinstance(op, func.FuncOp) and is_entry_point(op)]
     rows = {fn.sym_name.data: weight_args(fn) for fn in functions}
     if source.checkpoints:
         PassPipeline((KeepCheckpoints(),)).apply(context(), module)
