@@ -85,8 +85,8 @@ uint16_t v8_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-#pragma GCC push_options
-#pragma GCC target("avx2,f16c")
+#define V8_SIMD_AVX2
+#include "core/simd.h"
 #include <immintrin.h>
 
 static void f16_to_f32_f16c(const uint16_t *src, float *dst, size_t n) {
@@ -110,7 +110,7 @@ static void f32_to_f16_f16c(const float *src, uint16_t *dst, size_t n) {
         dst[i] = v8_f32_to_f16(src[i]);
     }
 }
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 static int has_f16c(void) {
     unsigned need = V8_CPU_AVX2 | V8_CPU_F16C;

@@ -1,15 +1,31 @@
-/* One mapping from generic fp32 vector operations to each ISA variant the runtime compiles.
+/* The runtime's one scheme for ISA variants, and its mapping from generic fp32 vector
+ * operations to each variant.  Every ISA-specific body in runtime_c is compiled between this
+ * file and core/simd_end.h; no other file opens a target region.
  *
  * Select the variant with exactly one of V8_SIMD_AVX512, V8_SIMD_AVX2, V8_SIMD_SCALAR, then
  * include this file: it opens a `#pragma GCC target` region for that variant (the build uses
- * baseline flags, and runtime dispatch through v8_cpu_best_isa() enters the code only on a CPU
- * that has the ISA) and defines the names below.  Include "core/simd_end.h" to close the region
- * and release the selection, so one translation unit can hold one body per variant:
+ * baseline flags, and runtime dispatch through v8_cpu_best_isa() / v8_cpu_features() enters the
+ * code only on a CPU that has the ISA) and defines the names below.  Include "core/simd_end.h"
+ * to close the region and release the selection, so one translation unit can hold one body per
+ * variant:
  *
  *     #define V8_SIMD_AVX2
  *     #include "core/simd.h"
  *     #include "kernel_body.inc"      (written once over the names below)
  *     #include "core/simd_end.h"
+ *
+ * With V8_SIMD_AVX512, at most one sub-feature knob widens (or, F_ONLY, narrows) the target and
+ * names the variant; the generic names are the same in all of them:
+ *   V8_SIMD_VNNI    + avx512vnni   V8_SIMD_FN(name) -> name_avx512vnni (int8 dots: VPDPBUSD/WSSD)
+ *   V8_SIMD_FP16    + avx512fp16   V8_SIMD_FN(name) -> name_avx512fp16 (fp16 lane arithmetic)
+ *   V8_SIMD_BF16    + avx512bf16   V8_SIMD_FN(name) -> name_avx512bf16 (VDPBF16PS)
+ *   V8_SIMD_F_ONLY  avx512f only   V8_SIMD_FN(name) -> name_avx512 (bodies that mirror an
+ *                   AVX512F-only build: BW/VL/DQ would let the compiler pick other instructions)
+ * Integer kernels may use ISA intrinsics inside their bodies where no generic name fits; they are
+ * still selected, named and targeted here.  The helper functions below (trees, scalef) are
+ * defined by the first plain selection of their variant; a sub-feature region (a superset
+ * target) may call them after that.  V8_SIMD_EMULATED (test builds that map _mm512 names to a
+ * lane-by-lane emulation on an AVX2 host) opens no AVX-512 target.
  *
  * Names (v8f: V8F_W fp32 lanes; v8d: V8F_W / 2 fp64 lanes; v8i: V8F_W int32 lanes; v8m: a lane
  * mask, an __mmask16 on AVX-512 and an all-ones/all-zeros vector elsewhere):
@@ -39,6 +55,13 @@
 
 #if defined(V8_SIMD_AVX512) + defined(V8_SIMD_AVX2) + defined(V8_SIMD_SCALAR) != 1
 #error "define exactly one of V8_SIMD_AVX512, V8_SIMD_AVX2, V8_SIMD_SCALAR before core/simd.h"
+#endif
+#if defined(V8_SIMD_VNNI) + defined(V8_SIMD_FP16) + defined(V8_SIMD_BF16) + defined(V8_SIMD_F_ONLY) > 1
+#error "core/simd.h: at most one of V8_SIMD_VNNI, V8_SIMD_FP16, V8_SIMD_BF16, V8_SIMD_F_ONLY"
+#endif
+#if (defined(V8_SIMD_VNNI) || defined(V8_SIMD_FP16) || defined(V8_SIMD_BF16) ||               \
+     defined(V8_SIMD_F_ONLY)) && !defined(V8_SIMD_AVX512)
+#error "core/simd.h: the AVX-512 sub-feature knobs go with V8_SIMD_AVX512 only"
 #endif
 #ifdef V8_SIMD_OPEN
 #error "core/simd.h included twice without core/simd_end.h between"
@@ -70,12 +93,30 @@ static inline float v8_hsum_pairs_ref(const float *p) {
 #if defined(V8_SIMD_AVX512)
 #pragma GCC push_options
 #ifndef V8_SIMD_EMULATED /* test builds: the _mm512 names mapped to a lane-by-lane emulation */
+#if defined(V8_SIMD_VNNI)
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+#elif defined(V8_SIMD_FP16)
+#pragma GCC target("avx512fp16,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#elif defined(V8_SIMD_BF16)
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
+#elif defined(V8_SIMD_F_ONLY)
+#pragma GCC target("avx512f,avx2,fma,f16c")
+#else
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#endif
 #define v8_simd_clean() v8_clean_upper_avx512()
 #else
 #define v8_simd_clean() ((void)0)
 #endif
+#if defined(V8_SIMD_VNNI)
+#define V8_SIMD_FN(name) name##_avx512vnni
+#elif defined(V8_SIMD_FP16)
+#define V8_SIMD_FN(name) name##_avx512fp16
+#elif defined(V8_SIMD_BF16)
+#define V8_SIMD_FN(name) name##_avx512bf16
+#else
 #define V8_SIMD_FN(name) name##_avx512
+#endif
 #define V8F_W 16
 #define V8F_NREGS 32
 #define v8f __m512
@@ -126,8 +167,10 @@ static inline float v8_hsum_pairs_ref(const float *p) {
                                         _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1))
 #define v8f_scalef(j, n) _mm512_scalef_ps((j), (n))
 #define v8f_hsum_halves(x) v8_hsum_halves_avx512(x)
-#ifndef V8_SIMD_AVX512_DEFS
-#define V8_SIMD_AVX512_DEFS
+/* The helpers take the plain AVX-512 target: defined in a sub-feature region they could not be
+ * inlined into a plain one; a sub-feature region (a superset, except F_ONLY) may call them. */
+#ifndef V8_SIMD_AVX512_CLEAN
+#define V8_SIMD_AVX512_CLEAN
 /* Zero zmm16-31 and the upper halves of zmm0-15.  vzeroupper alone leaves zmm16-31 dirty, and
  * on AVX-512 cores a dirty upper state makes every later legacy-SSE instruction (libm, the
  * scalar oracles, other libraries in the process) pay false dependencies (measured 20x). */
@@ -147,6 +190,10 @@ static inline void v8_clean_upper_avx512(void) {
             "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27",
             "xmm28", "xmm29", "xmm30", "xmm31");
 }
+#endif
+#if !defined(V8_SIMD_AVX512_DEFS) && !defined(V8_SIMD_VNNI) && !defined(V8_SIMD_FP16) &&        \
+    !defined(V8_SIMD_BF16) && !defined(V8_SIMD_F_ONLY)
+#define V8_SIMD_AVX512_DEFS
 static inline float v8_hsum_halves_avx512(__m512 x) {
     __m256 t = _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
     __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));

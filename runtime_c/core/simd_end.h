@@ -8,6 +8,10 @@
 #undef V8_SIMD_AVX512
 #undef V8_SIMD_AVX2
 #undef V8_SIMD_SCALAR
+#undef V8_SIMD_VNNI
+#undef V8_SIMD_FP16
+#undef V8_SIMD_BF16
+#undef V8_SIMD_F_ONLY
 #undef V8_SIMD_FN
 #undef V8F_W
 #undef V8F_NREGS

@@ -175,8 +175,9 @@ static void rows_scalar(const lg_args *a, int64_t n0, int64_t n1) {
 
 /* ---- AVX-512: sixteen lanes in one register --------------------------------- */
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,fma")
+#define V8_SIMD_AVX512
+#define V8_SIMD_F_ONLY
+#include "core/simd.h"
 
 /* Sixteen lanes as eight: v[i] + v[i+8]; then the shared 8 -> 1 tree. */
 static inline float tree8_avx(__m256 s8) {
@@ -186,7 +187,7 @@ static inline float tree8_avx(__m256 s8) {
     return _mm_cvtss_f32(s1);
 }
 
-static inline float tree16_avx512(__m512 v) {
+static inline float V8_SIMD_FN(tree16)(__m512 v) {
     __m256 lo = _mm512_castps512_ps256(v);
     __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
     return tree8_avx(_mm256_add_ps(lo, hi));
@@ -206,7 +207,7 @@ static inline float tail_fused_avx(float s, const float *w, const float *x, int6
     return s;
 }
 
-static float dot_blocks_avx512(const float *w, const float *x, int64_t k, int tail_block) {
+static float V8_SIMD_FN(dot_blocks)(const float *w, const float *x, int64_t k, int tail_block) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 64;
     for (int64_t i = 0; i < k0; i += 64) {
@@ -219,7 +220,7 @@ static float dot_blocks_avx512(const float *w, const float *x, int64_t k, int ta
     a0 = _mm512_add_ps(a0, a2);
     a1 = _mm512_add_ps(a1, a3);
     a0 = _mm512_add_ps(a0, a1);
-    return tail_fused_avx(tree16_avx512(a0), w, x, k0, k, tail_block);
+    return tail_fused_avx(V8_SIMD_FN(tree16)(a0), w, x, k0, k, tail_block);
 }
 
 /* Four weight rows by RN <= 6 tokens (24 accumulators, 4 weight vectors, one token
@@ -228,7 +229,7 @@ static float dot_blocks_avx512(const float *w, const float *x, int64_t k, int ta
  * registers (GCC -O2 left them in memory: 29 GFLOP/s for the 32768-row head). */
 #define LG_TILE_TOKENS 6
 #define LG_TOKEN_BLOCK 48 /* a multiple of LG_TILE_TOKENS */
-static inline __attribute__((always_inline)) void tile_avx512(const lg_args *a, int64_t n0,
+static inline __attribute__((always_inline)) void V8_SIMD_FN(tile)(const lg_args *a, int64_t n0,
                                                               int64_t m0, const int rn) {
     const int64_t k = a->k;
     __m512 acc[4][LG_TILE_TOKENS];
@@ -261,13 +262,13 @@ static inline __attribute__((always_inline)) void tile_avx512(const lg_args *a, 
     for (int j = 0; j < rn; ++j) {
         #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
-            put(a, m0 + j, n0 + i, tree16_avx512(acc[i][j]));
+            put(a, m0 + j, n0 + i, V8_SIMD_FN(tree16)(acc[i][j]));
         }
     }
 }
 
 /* The 16-lane contracts only (rows_best). */
-static void rows_avx512(const lg_args *a, int64_t n0, int64_t n1) {
+static void V8_SIMD_FN(rows)(const lg_args *a, int64_t n0, int64_t n1) {
     if (a->lane_route) { /* n0, n1 are multiples of four here */
         /* token blocks stay cache-resident while the rows stream past them */
         for (int64_t mb = 0; mb < a->m; mb += LG_TOKEN_BLOCK) {
@@ -275,14 +276,14 @@ static void rows_avx512(const lg_args *a, int64_t n0, int64_t n1) {
             for (int64_t nb = n0; nb < n1; nb += 4) {
                 int64_t m0 = mb;
                 for (; m0 + LG_TILE_TOKENS <= me; m0 += LG_TILE_TOKENS) {
-                    tile_avx512(a, nb, m0, LG_TILE_TOKENS);
+                    V8_SIMD_FN(tile)(a, nb, m0, LG_TILE_TOKENS);
                 }
                 switch (me - m0) {
-                case 5: tile_avx512(a, nb, m0, 5); break;
-                case 4: tile_avx512(a, nb, m0, 4); break;
-                case 3: tile_avx512(a, nb, m0, 3); break;
-                case 2: tile_avx512(a, nb, m0, 2); break;
-                case 1: tile_avx512(a, nb, m0, 1); break;
+                case 5: V8_SIMD_FN(tile)(a, nb, m0, 5); break;
+                case 4: V8_SIMD_FN(tile)(a, nb, m0, 4); break;
+                case 3: V8_SIMD_FN(tile)(a, nb, m0, 3); break;
+                case 2: V8_SIMD_FN(tile)(a, nb, m0, 2); break;
+                case 1: V8_SIMD_FN(tile)(a, nb, m0, 1); break;
                 default: break;
                 }
             }
@@ -292,16 +293,16 @@ static void rows_avx512(const lg_args *a, int64_t n0, int64_t n1) {
     for (int64_t mi = 0; mi < a->m; ++mi) {
         const float *x = a->x + mi * a->k;
         for (int64_t ni = n0; ni < n1; ++ni) {
-            put(a, mi, ni, dot_blocks_avx512(a->w + ni * a->k, x, a->k, a->tail_block));
+            put(a, mi, ni, V8_SIMD_FN(dot_blocks)(a->w + ni * a->k, x, a->k, a->tail_block));
         }
     }
 }
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 /* ---- AVX2: sixteen lanes in two registers, or eight in one ------------------ */
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#define V8_SIMD_AVX2
+#include "core/simd.h"
 
 typedef struct lanes16 {
     __m256 lo, hi; /* lanes 0-7, 8-15 */
@@ -319,7 +320,7 @@ static inline lanes16 add16(lanes16 a, lanes16 b) {
     return a;
 }
 
-static inline float tree16_avx2(lanes16 v) {
+static inline float V8_SIMD_FN(tree16)(lanes16 v) {
     __m256 s8 = _mm256_add_ps(v.lo, v.hi);
     __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
     __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
@@ -327,7 +328,7 @@ static inline float tree16_avx2(lanes16 v) {
     return _mm_cvtss_f32(s1);
 }
 
-static inline float tail_fused_avx2(float s, const float *w, const float *x, int64_t k0,
+static inline float V8_SIMD_FN(tail_fused)(float s, const float *w, const float *x, int64_t k0,
                                     int64_t k, int tail_block) {
     const int64_t plain = k0 + tail_plain(k - k0, tail_block);
     for (int64_t i = k0; i < k; ++i) {
@@ -341,7 +342,7 @@ static inline float tail_fused_avx2(float s, const float *w, const float *x, int
     return s;
 }
 
-static float dot_blocks_avx2(const float *w, const float *x, int64_t k, int tail_block) {
+static float V8_SIMD_FN(dot_blocks)(const float *w, const float *x, int64_t k, int tail_block) {
     const __m256 z = _mm256_setzero_ps();
     lanes16 a0 = {z, z}, a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 64;
@@ -355,11 +356,11 @@ static float dot_blocks_avx2(const float *w, const float *x, int64_t k, int tail
     a0 = add16(a0, a2);
     a1 = add16(a1, a3);
     a0 = add16(a0, a1);
-    return tail_fused_avx2(tree16_avx2(a0), w, x, k0, k, tail_block);
+    return V8_SIMD_FN(tail_fused)(V8_SIMD_FN(tree16)(a0), w, x, k0, k, tail_block);
 }
 
 /* Two weight rows by RN (1 or 2) tokens: eight accumulator registers. */
-static inline __attribute__((always_inline)) void tile_avx2(const lg_args *a, int64_t n0,
+static inline __attribute__((always_inline)) void V8_SIMD_FN(tile)(const lg_args *a, int64_t n0,
                                                             int64_t m0, const int rn) {
     const int64_t k = a->k;
     const __m256 z = _mm256_setzero_ps();
@@ -381,30 +382,14 @@ static inline __attribute__((always_inline)) void tile_avx2(const lg_args *a, in
     for (int j = 0; j < rn; ++j) {
         #pragma GCC unroll 8
         for (int i = 0; i < 2; ++i) {
-            put(a, m0 + j, n0 + i, tree16_avx2(acc[i][j]));
+            put(a, m0 + j, n0 + i, V8_SIMD_FN(tree16)(acc[i][j]));
         }
     }
 }
 
-/* Eight lanes, the lane route's halving tree: (v[i] + v[i+4]), then
- * (t[i] + t[i+2]), then the two. */
-static inline float tree8_halving_avx2(__m256 v) {
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
-}
 
-/* Eight lanes, the 8-lane block route's tree: t[i] = v[i] + v[i+4], then
- * adjacent pairs (t0 + t1), (t2 + t3), then the two. */
-static inline float tree8_pairs_avx2(__m256 v) {
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    t = _mm_hadd_ps(t, t);
-    t = _mm_hadd_ps(t, t);
-    return _mm_cvtss_f32(t);
-}
 
-static float dot_blocks8_avx2(const float *w, const float *x, int64_t k, int tail_block) {
+static float V8_SIMD_FN(dot_blocks8)(const float *w, const float *x, int64_t k, int tail_block) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 32;
     for (int64_t i = 0; i < k0; i += 32) {
@@ -417,14 +402,15 @@ static float dot_blocks8_avx2(const float *w, const float *x, int64_t k, int tai
     a0 = _mm256_add_ps(a0, a2);
     a1 = _mm256_add_ps(a1, a3);
     a0 = _mm256_add_ps(a0, a1);
-    return tail_fused_avx2(tree8_pairs_avx2(a0), w, x, k0, k, tail_block);
+    /* the 8-lane block route's tree: core/simd.h's pairs tree */
+    return V8_SIMD_FN(tail_fused)(v8f_hsum_pairs(a0), w, x, k0, k, tail_block);
 }
 
 /* Four weight rows by RN <= 3 tokens, one ymm register per output: twelve
  * accumulators, three token vectors and one weight vector fill the sixteen
  * ymm registers; RN is a constant at every call site. */
 #define LG_TILE8_TOKENS 3
-static inline __attribute__((always_inline)) void tile8_avx2(const lg_args *a, int64_t n0,
+static inline __attribute__((always_inline)) void V8_SIMD_FN(tile8)(const lg_args *a, int64_t n0,
                                                              int64_t m0, const int rn) {
     const int64_t k = a->k;
     __m256 acc[4][LG_TILE8_TOKENS];
@@ -459,24 +445,24 @@ static inline __attribute__((always_inline)) void tile8_avx2(const lg_args *a, i
     for (int j = 0; j < rn; ++j) {
         #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
-            put(a, m0 + j, n0 + i, tree8_halving_avx2(acc[i][j]));
+            put(a, m0 + j, n0 + i, v8f_hsum_halves(acc[i][j])); /* the lane route: halving tree */
         }
     }
 }
 
-static void rows8_avx2(const lg_args *a, int64_t n0, int64_t n1) {
+static void V8_SIMD_FN(rows8)(const lg_args *a, int64_t n0, int64_t n1) {
     if (a->lane_route) { /* n0, n1 are multiples of four here */
         for (int64_t mb = 0; mb < a->m; mb += LG_TOKEN_BLOCK) {
             const int64_t me = mb + LG_TOKEN_BLOCK < a->m ? mb + LG_TOKEN_BLOCK : a->m;
             for (int64_t nb = n0; nb < n1; nb += 4) {
                 int64_t m0 = mb;
                 for (; m0 + LG_TILE8_TOKENS <= me; m0 += LG_TILE8_TOKENS) {
-                    tile8_avx2(a, nb, m0, LG_TILE8_TOKENS);
+                    V8_SIMD_FN(tile8)(a, nb, m0, LG_TILE8_TOKENS);
                 }
                 if (me - m0 == 2) {
-                    tile8_avx2(a, nb, m0, 2);
+                    V8_SIMD_FN(tile8)(a, nb, m0, 2);
                 } else if (me - m0 == 1) {
-                    tile8_avx2(a, nb, m0, 1);
+                    V8_SIMD_FN(tile8)(a, nb, m0, 1);
                 }
             }
         }
@@ -485,14 +471,14 @@ static void rows8_avx2(const lg_args *a, int64_t n0, int64_t n1) {
     for (int64_t mi = 0; mi < a->m; ++mi) {
         const float *x = a->x + mi * a->k;
         for (int64_t ni = n0; ni < n1; ++ni) {
-            put(a, mi, ni, dot_blocks8_avx2(a->w + ni * a->k, x, a->k, a->tail_block));
+            put(a, mi, ni, V8_SIMD_FN(dot_blocks8)(a->w + ni * a->k, x, a->k, a->tail_block));
         }
     }
 }
 
-static void rows_avx2(const lg_args *a, int64_t n0, int64_t n1) {
+static void V8_SIMD_FN(rows)(const lg_args *a, int64_t n0, int64_t n1) {
     if (a->lanes == 8) {
-        rows8_avx2(a, n0, n1);
+        V8_SIMD_FN(rows8)(a, n0, n1);
         return;
     }
     if (a->lane_route) { /* n0, n1 are multiples of four here */
@@ -501,10 +487,10 @@ static void rows_avx2(const lg_args *a, int64_t n0, int64_t n1) {
             for (int64_t nb = n0; nb < n1; nb += 2) {
                 int64_t m0 = mb;
                 for (; m0 + 2 <= me; m0 += 2) {
-                    tile_avx2(a, nb, m0, 2);
+                    V8_SIMD_FN(tile)(a, nb, m0, 2);
                 }
                 if (m0 < me) {
-                    tile_avx2(a, nb, m0, 1);
+                    V8_SIMD_FN(tile)(a, nb, m0, 1);
                 }
             }
         }
@@ -513,11 +499,11 @@ static void rows_avx2(const lg_args *a, int64_t n0, int64_t n1) {
     for (int64_t mi = 0; mi < a->m; ++mi) {
         const float *x = a->x + mi * a->k;
         for (int64_t ni = n0; ni < n1; ++ni) {
-            put(a, mi, ni, dot_blocks_avx2(a->w + ni * a->k, x, a->k, a->tail_block));
+            put(a, mi, ni, V8_SIMD_FN(dot_blocks)(a->w + ni * a->k, x, a->k, a->tail_block));
         }
     }
 }
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 static void rows_best(const lg_args *a, int64_t n0, int64_t n1) {
     const unsigned f = v8_cpu_features();

@@ -214,10 +214,10 @@ static void rows_scalar(const lh_args *a, int64_t n0, int64_t n1) {
 
 /* ---- AVX-512 ------------------------------------------------------------------ */
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#define V8_SIMD_AVX512
+#include "core/simd.h"
 
-static inline float tree16_avx512(__m512 v) {
+static inline float V8_SIMD_FN(tree16)(__m512 v) {
     __m256 lo = _mm512_castps512_ps256(v);
     __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
     __m256 s8 = _mm256_add_ps(lo, hi);
@@ -235,7 +235,7 @@ static inline __m512 x16_f16(const float *x) {
     return _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT));
 }
 
-static float f16_vec_avx512(const uint16_t *w, const float *x, int64_t k) {
+static float V8_SIMD_FN(f16_vec)(const uint16_t *w, const float *x, int64_t k) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 64;
     for (int64_t i = 0; i < k0; i += 64) {
@@ -247,11 +247,11 @@ static float f16_vec_avx512(const uint16_t *w, const float *x, int64_t k) {
     a0 = _mm512_add_ps(a0, a2);
     a1 = _mm512_add_ps(a1, a3);
     a0 = _mm512_add_ps(a0, a1);
-    return tail_f64((double)tree16_avx512(a0), w, x, k0, k, 0);
+    return tail_f64((double)V8_SIMD_FN(tree16)(a0), w, x, k0, k, 0);
 }
 
 /* Four weight rows by RN <= 6 tokens: 24 accumulators. */
-static inline __attribute__((always_inline)) void f16_tile_avx512(const lh_args *a, int64_t n0,
+static inline __attribute__((always_inline)) void V8_SIMD_FN(f16_tile)(const lh_args *a, int64_t n0,
                                                                   int64_t m0, const int rn) {
     const int64_t k = a->k;
     __m512 acc[4][LH_TILE_TOKENS];
@@ -283,26 +283,26 @@ static inline __attribute__((always_inline)) void f16_tile_avx512(const lh_args 
     for (int j = 0; j < rn; ++j) {
         #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
-            put(a, m0 + j, n0 + i, tree16_avx512(acc[i][j]));
+            put(a, m0 + j, n0 + i, V8_SIMD_FN(tree16)(acc[i][j]));
         }
     }
 }
 
-static void f16_rows_avx512(const lh_args *a, int64_t n0, int64_t n1) {
+static void V8_SIMD_FN(f16_rows)(const lh_args *a, int64_t n0, int64_t n1) {
     if (a->lane_route) { /* n0, n1 are multiples of four here */
         for (int64_t mb = 0; mb < a->m; mb += LH_TOKEN_BLOCK) {
             const int64_t me = mb + LH_TOKEN_BLOCK < a->m ? mb + LH_TOKEN_BLOCK : a->m;
             for (int64_t nb = n0; nb < n1; nb += 4) {
                 int64_t m0 = mb;
                 for (; m0 + LH_TILE_TOKENS <= me; m0 += LH_TILE_TOKENS) {
-                    f16_tile_avx512(a, nb, m0, LH_TILE_TOKENS);
+                    V8_SIMD_FN(f16_tile)(a, nb, m0, LH_TILE_TOKENS);
                 }
                 switch (me - m0) {
-                case 5: f16_tile_avx512(a, nb, m0, 5); break;
-                case 4: f16_tile_avx512(a, nb, m0, 4); break;
-                case 3: f16_tile_avx512(a, nb, m0, 3); break;
-                case 2: f16_tile_avx512(a, nb, m0, 2); break;
-                case 1: f16_tile_avx512(a, nb, m0, 1); break;
+                case 5: V8_SIMD_FN(f16_tile)(a, nb, m0, 5); break;
+                case 4: V8_SIMD_FN(f16_tile)(a, nb, m0, 4); break;
+                case 3: V8_SIMD_FN(f16_tile)(a, nb, m0, 3); break;
+                case 2: V8_SIMD_FN(f16_tile)(a, nb, m0, 2); break;
+                case 1: V8_SIMD_FN(f16_tile)(a, nb, m0, 1); break;
                 default: break;
                 }
             }
@@ -312,26 +312,20 @@ static void f16_rows_avx512(const lh_args *a, int64_t n0, int64_t n1) {
     for (int64_t mi = 0; mi < a->m; ++mi) {
         const float *x = a->x + mi * a->k;
         for (int64_t ni = n0; ni < n1; ++ni) {
-            put(a, mi, ni, f16_vec_avx512(a->w + ni * a->k, x, a->k));
+            put(a, mi, ni, V8_SIMD_FN(f16_vec)(a->w + ni * a->k, x, a->k));
         }
     }
 }
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 /* ---- AVX-512 with AVX512-BF16: VDPBF16PS ---------------------------------------- */
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
+#define V8_SIMD_AVX512
+#define V8_SIMD_BF16
+#include "core/simd.h"
 
-static inline float tree16_bf(__m512 v) {
-    __m256 lo = _mm512_castps512_ps256(v);
-    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    __m256 s8 = _mm256_add_ps(lo, hi);
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
-}
+/* The sixteen-lane tree is the plain AVX-512 variant's tree16_avx512 (a subset target, so it
+ * inlines here). */
 
 /* sixteen floats to sixteen bf16, as ggml_compute_fp32_to_bf16 (RNE, NaN quieted) */
 static inline __m256i bf16_round16(__m512 v) {
@@ -355,7 +349,7 @@ static inline __m512bh w32_bf16(const uint16_t *w) {
     return (__m512bh)_mm512_loadu_si512((const void *)w);
 }
 
-static float bf16_vec_avx512(const uint16_t *w, const float *x, int64_t k) {
+static float V8_SIMD_FN(bf16_vec)(const uint16_t *w, const float *x, int64_t k) {
     __m512 c1 = _mm512_setzero_ps(), c2 = c1;
     int64_t i = 0;
     for (; i + 64 <= k; i += 64) {
@@ -363,12 +357,12 @@ static float bf16_vec_avx512(const uint16_t *w, const float *x, int64_t k) {
         c2 = _mm512_dpbf16_ps(c2, w32_bf16(w + i + 32), x32_bf16(x + i + 32));
     }
     double s = 0.0;
-    s += (double)tree16_bf(c1);
-    s += (double)tree16_bf(c2);
+    s += (double)tree16_avx512(c1);
+    s += (double)tree16_avx512(c2);
     return tail_f64(s, w, x, i, k, 1);
 }
 
-static inline __attribute__((always_inline)) void bf16_tile_avx512(const lh_args *a, int64_t n0,
+static inline __attribute__((always_inline)) void V8_SIMD_FN(bf16_tile)(const lh_args *a, int64_t n0,
                                                                    int64_t m0, const int rn) {
     const int64_t k = a->k;
     __m512 acc[4][LH_TILE_TOKENS];
@@ -400,26 +394,26 @@ static inline __attribute__((always_inline)) void bf16_tile_avx512(const lh_args
     for (int j = 0; j < rn; ++j) {
         #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
-            put(a, m0 + j, n0 + i, tree16_bf(acc[i][j]));
+            put(a, m0 + j, n0 + i, tree16_avx512(acc[i][j]));
         }
     }
 }
 
-static void bf16_rows_avx512(const lh_args *a, int64_t n0, int64_t n1) {
+static void V8_SIMD_FN(bf16_rows)(const lh_args *a, int64_t n0, int64_t n1) {
     if (a->lane_route) {
         for (int64_t mb = 0; mb < a->m; mb += LH_TOKEN_BLOCK) {
             const int64_t me = mb + LH_TOKEN_BLOCK < a->m ? mb + LH_TOKEN_BLOCK : a->m;
             for (int64_t nb = n0; nb < n1; nb += 4) {
                 int64_t m0 = mb;
                 for (; m0 + LH_TILE_TOKENS <= me; m0 += LH_TILE_TOKENS) {
-                    bf16_tile_avx512(a, nb, m0, LH_TILE_TOKENS);
+                    V8_SIMD_FN(bf16_tile)(a, nb, m0, LH_TILE_TOKENS);
                 }
                 switch (me - m0) {
-                case 5: bf16_tile_avx512(a, nb, m0, 5); break;
-                case 4: bf16_tile_avx512(a, nb, m0, 4); break;
-                case 3: bf16_tile_avx512(a, nb, m0, 3); break;
-                case 2: bf16_tile_avx512(a, nb, m0, 2); break;
-                case 1: bf16_tile_avx512(a, nb, m0, 1); break;
+                case 5: V8_SIMD_FN(bf16_tile)(a, nb, m0, 5); break;
+                case 4: V8_SIMD_FN(bf16_tile)(a, nb, m0, 4); break;
+                case 3: V8_SIMD_FN(bf16_tile)(a, nb, m0, 3); break;
+                case 2: V8_SIMD_FN(bf16_tile)(a, nb, m0, 2); break;
+                case 1: V8_SIMD_FN(bf16_tile)(a, nb, m0, 1); break;
                 default: break;
                 }
             }
@@ -429,22 +423,22 @@ static void bf16_rows_avx512(const lh_args *a, int64_t n0, int64_t n1) {
     for (int64_t mi = 0; mi < a->m; ++mi) {
         const float *x = a->x + mi * a->k;
         for (int64_t ni = n0; ni < n1; ++ni) {
-            put(a, mi, ni, bf16_vec_avx512(a->w + ni * a->k, x, a->k));
+            put(a, mi, ni, V8_SIMD_FN(bf16_vec)(a->w + ni * a->k, x, a->k));
         }
     }
 }
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 /* ---- AVX2: sixteen lanes as two registers ------------------------------------------ */
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+#define V8_SIMD_AVX2
+#include "core/simd.h"
 
 typedef struct lanes16 {
     __m256 lo, hi; /* lanes 0-7, 8-15 */
 } lanes16;
 
-static inline float tree16_avx2(lanes16 v) {
+static inline float V8_SIMD_FN(tree16)(lanes16 v) {
     __m256 s8 = _mm256_add_ps(v.lo, v.hi);
     __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
     __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
@@ -472,7 +466,7 @@ static inline lanes16 f16_fma16(const uint16_t *w, const float *x, lanes16 c) {
     return c;
 }
 
-static float f16_vec_avx2(const uint16_t *w, const float *x, int64_t k) {
+static float V8_SIMD_FN(f16_vec)(const uint16_t *w, const float *x, int64_t k) {
     const __m256 z = _mm256_setzero_ps();
     lanes16 a0 = {z, z}, a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 64;
@@ -485,7 +479,7 @@ static float f16_vec_avx2(const uint16_t *w, const float *x, int64_t k) {
     a0 = add16(a0, a2);
     a1 = add16(a1, a3);
     a0 = add16(a0, a1);
-    return tail_f64((double)tree16_avx2(a0), w, x, k0, k, 0);
+    return tail_f64((double)V8_SIMD_FN(tree16)(a0), w, x, k0, k, 0);
 }
 
 /* bf16 as VDPBF16PS computes it, eight lanes: each 32-bit word holds the
@@ -532,7 +526,7 @@ static inline lanes16 bf16_dp16(lanes16 c, const uint16_t *w, const float *x) {
     return c;
 }
 
-static float bf16_vec_avx2(const uint16_t *w, const float *x, int64_t k) {
+static float V8_SIMD_FN(bf16_vec)(const uint16_t *w, const float *x, int64_t k) {
     const __m256 z = _mm256_setzero_ps();
     lanes16 c1 = {z, z}, c2 = c1;
     int64_t i = 0;
@@ -541,13 +535,13 @@ static float bf16_vec_avx2(const uint16_t *w, const float *x, int64_t k) {
         c2 = bf16_dp16(c2, w + i + 32, x + i + 32);
     }
     double s = 0.0;
-    s += (double)tree16_avx2(c1);
-    s += (double)tree16_avx2(c2);
+    s += (double)V8_SIMD_FN(tree16)(c1);
+    s += (double)V8_SIMD_FN(tree16)(c2);
     return tail_f64(s, w, x, i, k, 1);
 }
 
 /* Two weight rows by RN (1 or 2) tokens. */
-static inline __attribute__((always_inline)) void tile_avx2(const lh_args *a, int64_t n0,
+static inline __attribute__((always_inline)) void V8_SIMD_FN(tile)(const lh_args *a, int64_t n0,
                                                             int64_t m0, const int rn) {
     const int64_t k = a->k;
     const __m256 z = _mm256_setzero_ps();
@@ -579,22 +573,22 @@ static inline __attribute__((always_inline)) void tile_avx2(const lh_args *a, in
     for (int j = 0; j < rn; ++j) {
         #pragma GCC unroll 8
         for (int i = 0; i < 2; ++i) {
-            put(a, m0 + j, n0 + i, tree16_avx2(acc[i][j]));
+            put(a, m0 + j, n0 + i, V8_SIMD_FN(tree16)(acc[i][j]));
         }
     }
 }
 
-static void rows_avx2(const lh_args *a, int64_t n0, int64_t n1) {
+static void V8_SIMD_FN(rows)(const lh_args *a, int64_t n0, int64_t n1) {
     if (a->lane_route) { /* n0, n1 are multiples of four here */
         for (int64_t mb = 0; mb < a->m; mb += LH_TOKEN_BLOCK) {
             const int64_t me = mb + LH_TOKEN_BLOCK < a->m ? mb + LH_TOKEN_BLOCK : a->m;
             for (int64_t nb = n0; nb < n1; nb += 2) {
                 int64_t m0 = mb;
                 for (; m0 + 2 <= me; m0 += 2) {
-                    tile_avx2(a, nb, m0, 2);
+                    V8_SIMD_FN(tile)(a, nb, m0, 2);
                 }
                 if (m0 < me) {
-                    tile_avx2(a, nb, m0, 1);
+                    V8_SIMD_FN(tile)(a, nb, m0, 1);
                 }
             }
         }
@@ -604,30 +598,18 @@ static void rows_avx2(const lh_args *a, int64_t n0, int64_t n1) {
         const float *x = a->x + mi * a->k;
         for (int64_t ni = n0; ni < n1; ++ni) {
             const uint16_t *w = a->w + ni * a->k;
-            put(a, mi, ni, a->bf16 ? bf16_vec_avx2(w, x, a->k) : f16_vec_avx2(w, x, a->k));
+            put(a, mi, ni, a->bf16 ? V8_SIMD_FN(bf16_vec)(w, x, a->k) : V8_SIMD_FN(f16_vec)(w, x, a->k));
         }
     }
 }
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 /* ---- the AVX2 build's contracts: eight lanes, one ymm ------------------------------ */
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+#define V8_SIMD_AVX2
+#include "core/simd.h"
 
-static inline float halving8_avx2(__m256 v) {
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
-}
 
-static inline float hadd8_avx2(__m256 v) {
-    __m128 u = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    u = _mm_hadd_ps(u, u); /* u0+u1, u2+u3, .. */
-    u = _mm_hadd_ps(u, u); /* (u0+u1) + (u2+u3) */
-    return _mm_cvtss_f32(u);
-}
 
 static inline __m256 w8_bf16(const uint16_t *w) {
     const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)w));
@@ -646,7 +628,7 @@ static inline __attribute__((always_inline)) __m256 x8_at(const float *x, const 
     return bf16 ? x8_bf16(x) : x8_f16(x);
 }
 
-static inline __attribute__((always_inline)) float vec8_avx2(const uint16_t *w, const float *x,
+static inline __attribute__((always_inline)) float V8_SIMD_FN(vec8)(const uint16_t *w, const float *x,
                                                              int64_t k, const int bf16) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 32;
@@ -660,14 +642,14 @@ static inline __attribute__((always_inline)) float vec8_avx2(const uint16_t *w, 
     a1 = _mm256_add_ps(a1, a3);
     a0 = _mm256_add_ps(a0, a1);
     if (!bf16) {
-        return tail_f64((double)hadd8_avx2(a0), w, x, k0, k, 0);
+        return tail_f64((double)v8f_hsum_pairs(a0), w, x, k0, k, 0);
     }
-    const double t = (double)halving8_avx2(a0);
+    const double t = (double)v8f_hsum_halves(a0);
     return tail_f64(0.0 + t, w, x, k0, k, 1);
 }
 
 /* Four weight rows by RN <= 3 tokens: twelve accumulators. */
-static inline __attribute__((always_inline)) void tile8_avx2(const lh_args *a, int64_t n0,
+static inline __attribute__((always_inline)) void V8_SIMD_FN(tile8)(const lh_args *a, int64_t n0,
                                                              int64_t m0, const int rn,
                                                              const int bf16) {
     const int64_t k = a->k;
@@ -700,7 +682,7 @@ static inline __attribute__((always_inline)) void tile8_avx2(const lh_args *a, i
     for (int j = 0; j < rn; ++j) {
         #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
-            put(a, m0 + j, n0 + i, halving8_avx2(acc[i][j]));
+            put(a, m0 + j, n0 + i, v8f_hsum_halves(acc[i][j]));
         }
     }
 }
@@ -713,12 +695,12 @@ static inline __attribute__((always_inline)) void rows8_avx2_of(const lh_args *a
             for (int64_t nb = n0; nb < n1; nb += 4) {
                 int64_t m0 = mb;
                 for (; m0 + 3 <= me; m0 += 3) {
-                    tile8_avx2(a, nb, m0, 3, bf16);
+                    V8_SIMD_FN(tile8)(a, nb, m0, 3, bf16);
                 }
                 if (me - m0 == 2) {
-                    tile8_avx2(a, nb, m0, 2, bf16);
+                    V8_SIMD_FN(tile8)(a, nb, m0, 2, bf16);
                 } else if (me - m0 == 1) {
-                    tile8_avx2(a, nb, m0, 1, bf16);
+                    V8_SIMD_FN(tile8)(a, nb, m0, 1, bf16);
                 }
             }
         }
@@ -727,19 +709,19 @@ static inline __attribute__((always_inline)) void rows8_avx2_of(const lh_args *a
     for (int64_t mi = 0; mi < a->m; ++mi) {
         const float *x = a->x + mi * a->k;
         for (int64_t ni = n0; ni < n1; ++ni) {
-            put(a, mi, ni, vec8_avx2(a->w + ni * a->k, x, a->k, bf16));
+            put(a, mi, ni, V8_SIMD_FN(vec8)(a->w + ni * a->k, x, a->k, bf16));
         }
     }
 }
 
-static void rows8_avx2(const lh_args *a, int64_t n0, int64_t n1) {
+static void V8_SIMD_FN(rows8)(const lh_args *a, int64_t n0, int64_t n1) {
     if (a->bf16) {
         rows8_avx2_of(a, n0, n1, 1);
     } else {
         rows8_avx2_of(a, n0, n1, 0);
     }
 }
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 static void rows_best(const lh_args *a, int64_t n0, int64_t n1) {
     const unsigned f = v8_cpu_features();
@@ -755,7 +737,7 @@ static void rows_best(const lh_args *a, int64_t n0, int64_t n1) {
     } else if (!a->bf16 && (f & avx512) == avx512) {
         f16_rows_avx512(a, n0, n1);
     } else if (a->bf16 && (f & (avx512 | V8_CPU_AVX512BF16)) == (avx512 | V8_CPU_AVX512BF16)) {
-        bf16_rows_avx512(a, n0, n1);
+        bf16_rows_avx512bf16(a, n0, n1);
     } else if ((f & avx2) == avx2) {
         rows_avx2(a, n0, n1);
     } else {

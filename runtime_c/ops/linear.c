@@ -61,8 +61,8 @@ static void rows_scalar(const lin_args *a, int64_t n0, int64_t n1) {
 
 /* ---- AVX2 across eight outputs ---------------------------------------------- */
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
+#define V8_SIMD_AVX2
+#include "core/simd.h"
 #include <immintrin.h>
 
 /* r[q] lane p := in[p] lane q */
@@ -96,7 +96,7 @@ static inline void transpose8(__m256 r[8]) {
 /* Tokens share each transposed tile; four accumulators stay in registers. */
 #define LIN_M_TILE 4
 
-static void rows_avx2(const lin_args *a, int64_t n0, int64_t n1) {
+static void V8_SIMD_FN(rows)(const lin_args *a, int64_t n0, int64_t n1) {
     const int64_t k = a->k;
     const int64_t k8 = k - k % 8;
     int64_t nb = n0;
@@ -144,7 +144,7 @@ static void rows_avx2(const lin_args *a, int64_t n0, int64_t n1) {
         rows_scalar(a, nb, n1);
     }
 }
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 static void rows_best(const lin_args *a, int64_t n0, int64_t n1) {
     /* AVX2 alone suffices (no FMA is used); AVX-512 hosts take it too. */

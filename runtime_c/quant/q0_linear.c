@@ -20,38 +20,23 @@ typedef void (*ql0_tile_fn)(ql0_format fmt, float *y, int64_t ldy, const uint8_t
                             int64_t ntok, int64_t nrows);
 typedef void (*ql0_quant_fn)(const float *x, uint8_t *y, int64_t rows, int64_t k);
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#define QL_FN(name) name##_avx2
-#define QL_PAIR_WIDE 0
-#define QL_VNNI 0
+/* One core/simd.h selection per variant over the bodies of q0_kernels.inc; the VNNI build
+ * is entered only when the CPU reports it. */
+#define V8_SIMD_AVX2
+#include "core/simd.h"
 #include "quant/q0_kernels.inc"
-#undef QL_FN
-#undef QL_PAIR_WIDE
-#undef QL_VNNI
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-#define QL_FN(name) name##_avx512
-#define QL_PAIR_WIDE 1
-#define QL_VNNI 0
+#define V8_SIMD_AVX512
+#include "core/simd.h"
 #include "quant/q0_kernels.inc"
-#undef QL_FN
-#undef QL_PAIR_WIDE
-#undef QL_VNNI
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
-#define QL_FN(name) name##_avx512vnni
-#define QL_PAIR_WIDE 1
-#define QL_VNNI 1
+#define V8_SIMD_AVX512
+#define V8_SIMD_VNNI
+#include "core/simd.h"
 #include "quant/q0_kernels.inc"
-#undef QL_FN
-#undef QL_PAIR_WIDE
-#undef QL_VNNI
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 /* Scalar variant: the oracle's lane model itself. */
 static void q0_tile_scalar(ql0_format fmt, float *y, int64_t ldy, const uint8_t *w,

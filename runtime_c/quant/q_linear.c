@@ -26,47 +26,28 @@ typedef void (*ql_tile_fn)(float *y, int64_t ldy, const uint8_t *w, size_t row_b
 typedef void (*ql_quant_fn)(const float *x, v8_block_q8_k *a, int64_t rows, int64_t k,
                             int q4k_order);
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#define QL_FN(name) name##_avx2
+/* Each variant is one core/simd.h selection over the same bodies: ql_simd.inc (AVX2) or
+ * ql_avx512.inc, then the pair-mapped Q5_K kernels.  The AVX-512 bodies are built with and
+ * without VNNI (same bits, see ql_avx512.inc); the VNNI build is entered only when the CPU
+ * reports it. */
+#define V8_SIMD_AVX2
+#include "core/simd.h"
 #include "quant/ql_simd.inc"
-#define QL_PAIR_WIDE 0
-#define QL_VNNI 0
 #include "quant/q5k_kernels.inc"
-#undef QL_PAIR_WIDE
-#undef QL_VNNI
-#undef QL_FN
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
-/* The AVX-512 variant, built with and without VNNI (same bits, see the
- * .inc); the VNNI build is entered only when the CPU reports it. */
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-#define QL_FN(name) name##_avx512
-#define QL_VNNI 0
+#define V8_SIMD_AVX512
+#include "core/simd.h"
 #include "quant/ql_avx512.inc"
-#define QL_PAIR_WIDE 1
 #include "quant/q5k_kernels.inc"
-#undef QL_PAIR_WIDE
-#undef QL_FN
-#undef QL_VNNI
-#undef QL_TOK
-#undef QL_PF_BLOCKS
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
-#define QL_FN(name) name##_avx512vnni
-#define QL_VNNI 1
+#define V8_SIMD_AVX512
+#define V8_SIMD_VNNI
+#include "core/simd.h"
 #include "quant/ql_avx512.inc"
-#define QL_PAIR_WIDE 1
 #include "quant/q5k_kernels.inc"
-#undef QL_PAIR_WIDE
-#undef QL_FN
-#undef QL_VNNI
-#undef QL_TOK
-#undef QL_PF_BLOCKS
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 /* Scalar variant: the oracle's lane model itself. */
 static void q4k_rows_scalar(float *out, const uint8_t *w, size_t row_bytes, int64_t blk0,

@@ -139,9 +139,8 @@ static void qr_tile_scalar(const qr_job *j, int64_t r0, int64_t r1, int64_t t0, 
 #define QR_ZERO_I() _mm512_setzero_si512()
 #define QR_TO256(v) _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1))
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-#define QR_FN(name) name##_avx512
+#define V8_SIMD_AVX512
+#include "core/simd.h"
 #define QR_DOT_ACC(acc, codes, a, scale) _mm512_add_epi32(acc, qr_chunk_dot_avx512(codes, a, scale))
 
 static inline __m512i qr_chunk_codes_avx512(const uint8_t *qs) {
@@ -166,32 +165,28 @@ static inline __m512i qr_chunk_dot_avx512(__m512i codes, const int8_t *a, __m512
 #include "quant_repacked/qr_kernels.inc"
 
 #define QRT_SCALES_MINS qr_scales_mins_int_avx512
-#define V8_TL_AVX512
 #include "quant/token_lane_simd.h"
 #include "quant_repacked/qr_token_kernels.inc"
 
-#undef QR_FN
 #undef QR_DOT_ACC
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 /* AVX-512 with VNNI: the same chunk decoding; each chunk's scaled pair sums
  * accumulate with dpwssd (madd and add in one instruction, exact in int32),
  * and the token-lane GEMM takes dpbusd.  Measured on AMD EPYC, 1 thread,
  * repacked Q4_K GEMV with the matrix in cache: 10-14 GB/s with madd + add,
  * 14-19 GB/s with dpwssd. */
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
-#define QR_FN(name) name##_avx512vnni
+#define V8_SIMD_AVX512
+#define V8_SIMD_VNNI
+#include "core/simd.h"
 #define qr_chunk_codes_avx512vnni qr_chunk_codes_avx512
 #define qr_chunk_scales_avx512vnni qr_chunk_scales_avx512
 #define qr_chunk_dot_avx512vnni qr_chunk_dot_avx512
 #define QR_DOT_ACC(acc, codes, a, scale) \
     _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(codes, _mm512_loadu_si512((const void *)(a))), scale)
 #include "quant_repacked/qr_kernels.inc"
-#define V8_TL_AVX512VNNI
 #include "quant/token_lane_simd.h"
 #include "quant_repacked/qr_token_kernels.inc"
-#undef QR_FN
 #undef QR_DOT_ACC
 #undef qr_chunk_codes_avx512vnni
 #undef qr_chunk_scales_avx512vnni
@@ -204,20 +199,19 @@ static inline __m512i qr_chunk_dot_avx512(__m512i codes, const int8_t *a, __m512
 #undef QR_HSUM
 #undef QR_ZERO_I
 #undef QR_TO256
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 typedef struct {
     __m256i lo, hi;
 } qr_pair256;
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#define QR_FN(name) name##_avx2
+#define V8_SIMD_AVX2
+#include "core/simd.h"
 #define QR_VI __m256i
 #define QR_CODES qr_pair256
 #define QR_SCALES qr_pair256
 #define QR_ADD_I(a, b) _mm256_add_epi32(a, b)
-#define QR_HSUM(v) QR_FN(qr_hsum8)(v)
+#define QR_HSUM(v) V8_SIMD_FN(qr_hsum8)(v)
 #define QR_ZERO_I() _mm256_setzero_si256()
 #define QR_TO256(v) (v)
 #define QR_DOT_ACC(acc, codes, a, scale) _mm256_add_epi32(acc, qr_chunk_dot_avx2(codes, a, scale))
@@ -247,10 +241,9 @@ static inline __m256i qr_chunk_dot_avx2(qr_pair256 codes, const int8_t *a, qr_pa
 #include "quant_repacked/qr_kernels.inc"
 #undef QRT_SCALES_MINS
 #define QRT_SCALES_MINS qr_scales_mins_int_avx2
-#define V8_TL_AVX2
 #include "quant/token_lane_simd.h"
 #include "quant_repacked/qr_token_kernels.inc"
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 typedef void (*qr_tile_fn)(const qr_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 

@@ -101,73 +101,28 @@ static void qr0_tile_scalar(const qr0_job *j, int64_t r0, int64_t r1, int64_t t0
 
 /* ---- ISA variants ------------------------------------------------------------ */
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
-#define QR0_FN(name) name##_avx512vnni
-#define QR0_LANES 16
-#define QR0_VI __m512i
-#define QR0_VF __m512
-#define QR0_ZERO_I() _mm512_setzero_si512()
-#define QR0_SET1_I(v) _mm512_set1_epi32(v)
-#define QR0_LOADU_I(p) _mm512_loadu_si512((const void *)(p))
-#define QR0_SUB_I(a, b) _mm512_sub_epi32(a, b)
-#define QR0_DOT4(acc, w, a) _mm512_dpbusd_epi32(acc, w, a)
-#define QR0_CVT(a) _mm512_cvtepi32_ps(a)
-#define QR0_SET1_F(v) _mm512_set1_ps(v)
-#define QR0_LOADU_F(p) _mm512_loadu_ps(p)
-#define QR0_STOREU_F(p, v) _mm512_storeu_ps(p, v)
-#define QR0_MUL_F(a, b) _mm512_mul_ps(a, b)
-#define QR0_FMADD(a, b, c) _mm512_fmadd_ps(a, b, c)
+/* One body (qr_q4_0_kernels.inc) per core/simd.h variant over the lane mapping of
+ * quant/token_lane_simd.h, here a lane per weight row.  Without VNNI the
+ * four-byte dot is maddubs (u8 x s8 pairs, exact: |pair| <= 2*15*128 < 2^15)
+ * then madd with ones: the same integers as dpbusd. */
+#define V8_SIMD_AVX512
+#define V8_SIMD_VNNI
+#include "core/simd.h"
+#include "quant/token_lane_simd.h"
 #include "quant_repacked/qr_q4_0_kernels.inc"
-#undef QR0_FN
-#undef QR0_DOT4
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
-/* AVX-512 without VNNI: the four-byte dot as maddubs (u8 x s8 pairs, exact:
- * |pair| <= 2*15*128 < 2^15) then madd with ones; same integers as dpbusd. */
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-#define QR0_FN(name) name##_avx512
-#define QR0_DOT4(acc, w, a) \
-    _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w, a), _mm512_set1_epi16(1)))
+#define V8_SIMD_AVX512
+#include "core/simd.h"
+#include "quant/token_lane_simd.h"
 #include "quant_repacked/qr_q4_0_kernels.inc"
-#undef QR0_FN
-#undef QR0_DOT4
-#undef QR0_LANES
-#undef QR0_VI
-#undef QR0_VF
-#undef QR0_ZERO_I
-#undef QR0_SET1_I
-#undef QR0_LOADU_I
-#undef QR0_SUB_I
-#undef QR0_CVT
-#undef QR0_SET1_F
-#undef QR0_LOADU_F
-#undef QR0_STOREU_F
-#undef QR0_MUL_F
-#undef QR0_FMADD
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#define QR0_FN(name) name##_avx2
-#define QR0_LANES 8
-#define QR0_VI __m256i
-#define QR0_VF __m256
-#define QR0_ZERO_I() _mm256_setzero_si256()
-#define QR0_SET1_I(v) _mm256_set1_epi32(v)
-#define QR0_LOADU_I(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
-#define QR0_SUB_I(a, b) _mm256_sub_epi32(a, b)
-#define QR0_DOT4(acc, w, a) \
-    _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)))
-#define QR0_CVT(a) _mm256_cvtepi32_ps(a)
-#define QR0_SET1_F(v) _mm256_set1_ps(v)
-#define QR0_LOADU_F(p) _mm256_loadu_ps(p)
-#define QR0_STOREU_F(p, v) _mm256_storeu_ps(p, v)
-#define QR0_MUL_F(a, b) _mm256_mul_ps(a, b)
-#define QR0_FMADD(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define V8_SIMD_AVX2
+#include "core/simd.h"
+#include "quant/token_lane_simd.h"
 #include "quant_repacked/qr_q4_0_kernels.inc"
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 typedef void (*qr0_tile_fn)(const qr0_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 

@@ -344,23 +344,22 @@ static void q6x_group_scalar(const qx_job *j, int64_t G) {
 
 /* ---- AVX-512 ------------------------------------------------------------------- */
 
-/* V8_QX_EMULATED_AVX512: a test build (test/runtime_c/quant_repacked) that
- * maps the _mm512 intrinsics to portable emulations, so the AVX-512 variants
- * are checked bit for bit on hosts without AVX-512; the target pragmas would
- * let the compiler emit AVX-512 code there. */
-#ifndef V8_QX_EMULATED_AVX512
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-#endif
+/* Each variant is a core/simd.h selection.  A test build
+ * (test/runtime_c/quant_repacked) defines V8_SIMD_EMULATED and maps the
+ * _mm512 intrinsics to portable emulations, so the AVX-512 variants are
+ * checked bit for bit on hosts without AVX-512; core/simd.h then opens no
+ * AVX-512 target, which would let the compiler emit AVX-512 code there. */
+#define V8_SIMD_AVX512
+#include "core/simd.h"
 
 /* (sc, sc) int16 pairs of group g's scales, one pair per row lane */
-static inline __m512i qx_scale16_avx512(const v8_block_q4_kx16 *w, int g) {
+static inline __m512i V8_SIMD_FN(qx_scale16)(const v8_block_q4_kx16 *w, int g) {
     const __m512i s = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)w->sc[g]));
     return _mm512_or_si512(s, _mm512_slli_epi32(s, 16));
 }
 
 /* Per row lane: S2 = sum_g mn_g * B_g. */
-static inline __m512i qx_mins_avx512(const v8_block_q4_kx16 *w, const int32_t bp[4]) {
+static inline __m512i V8_SIMD_FN(qx_mins)(const v8_block_q4_kx16 *w, const int32_t bp[4]) {
     __m512i m = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int h = 0; h < 4; ++h) {
@@ -371,8 +370,8 @@ static inline __m512i qx_mins_avx512(const v8_block_q4_kx16 *w, const int32_t bp
 }
 
 /* The fp32 steps of one super-block in all 16 lanes. */
-static inline void qx_step_avx512(const v8_block_q4_kx16 *w, const v8_block_q8_k *ab, __m512i s1,
-                                  __m512i s2, __m512 *acc, __m512 *accm) {
+static inline void V8_SIMD_FN(qx_step)(const v8_block_q4_kx16 *w, const v8_block_q8_k *ab, __m512i s1,
+                                       __m512i s2, __m512 *acc, __m512 *accm) {
     const __m512 ad = _mm512_set1_ps(ab->d);
     const __m512 ds = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)w->d)), ad);
     const __m512 dm = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)w->dmin)), ad);
@@ -380,7 +379,7 @@ static inline void qx_step_avx512(const v8_block_q4_kx16 *w, const v8_block_q8_k
     *accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2), dm, *accm);
 }
 
-static void qx_group_avx512(const qx_job *j, int64_t G) {
+static void V8_SIMD_FN(qx_group)(const qx_job *j, int64_t G) {
     const __m512i m4 = _mm512_set1_epi8(15);
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
     for (int64_t b = 0; b < j->nb; ++b) {
@@ -400,9 +399,9 @@ static void qx_group_avx512(const qx_job *j, int64_t G) {
                 p = _mm512_add_epi16(p, _mm512_maddubs_epi16(lo, _mm512_set1_epi32(qx_a32(ab->qs + 8 * u))));
                 p = _mm512_add_epi16(p, _mm512_maddubs_epi16(hi, _mm512_set1_epi32(qx_a32(ab->qs + 8 * u + 4))));
             }
-            s1 = _mm512_add_epi32(s1, _mm512_madd_epi16(p, qx_scale16_avx512(w, g)));
+            s1 = _mm512_add_epi32(s1, _mm512_madd_epi16(p, V8_SIMD_FN(qx_scale16)(w, g)));
         }
-        qx_step_avx512(w, ab, s1, qx_mins_avx512(w, j->bp + 4 * b), &acc, &accm);
+        V8_SIMD_FN(qx_step)(w, ab, s1, V8_SIMD_FN(qx_mins)(w, j->bp + 4 * b), &acc, &accm);
     }
     float out[QX_ROWS];
     _mm512_storeu_ps(out, _mm512_sub_ps(acc, accm));
@@ -411,7 +410,7 @@ static void qx_group_avx512(const qx_job *j, int64_t G) {
 
 
 /* Q6_K: lanes 2c, 2c+1 of all 16 rows for c = 0..3, the groups g inner. */
-static void q6x_group_avx512(const qx_job *j, int64_t G) {
+static void V8_SIMD_FN(q6x_group)(const qx_job *j, int64_t G) {
     const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
     __m512 facc[8];
     for (int u = 0; u < 8; ++u) {
@@ -466,18 +465,15 @@ static void q6x_group_avx512(const qx_job *j, int64_t G) {
     qx_store(j, G, out);
 }
 
-#ifndef V8_QX_EMULATED_AVX512
-#pragma GCC pop_options
-#endif
+#include "core/simd_end.h"
 
 /* AVX-512 VNNI: dpbusd sums each lane's 4 code x activation products into
  * int32 (exact), and group g's dot is scaled with one mullo. */
-#ifndef V8_QX_EMULATED_AVX512
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
-#endif
+#define V8_SIMD_AVX512
+#define V8_SIMD_VNNI
+#include "core/simd.h"
 
-static void qx_group_avx512vnni(const qx_job *j, int64_t G) {
+static void V8_SIMD_FN(qx_group)(const qx_job *j, int64_t G) {
     const __m512i m4 = _mm512_set1_epi8(15);
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
     for (int64_t b = 0; b < j->nb; ++b) {
@@ -507,21 +503,19 @@ static void qx_group_avx512vnni(const qx_job *j, int64_t G) {
     qx_store(j, G, out);
 }
 
-#ifndef V8_QX_EMULATED_AVX512
-#pragma GCC pop_options
-#endif
+#include "core/simd_end.h"
 
 /* ---- AVX2: the 16 lanes as two 8-lane halves sharing each activation load ---- */
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+#define V8_SIMD_AVX2
+#include "core/simd.h"
 
-static inline __m256i qx_scale16_avx2(const uint8_t *sc8) {
+static inline __m256i V8_SIMD_FN(qx_scale16)(const uint8_t *sc8) {
     const __m256i s = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)sc8));
     return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
 }
 
-static void qx_group_avx2(const qx_job *j, int64_t G) {
+static void V8_SIMD_FN(qx_group)(const qx_job *j, int64_t G) {
     const __m256i m4 = _mm256_set1_epi8(15);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, accm0 = acc0, accm1 = acc0;
     for (int64_t b = 0; b < j->nb; ++b) {
@@ -543,8 +537,8 @@ static void qx_group_avx2(const qx_job *j, int64_t G) {
                 p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), ahi));
                 p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), ahi));
             }
-            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, qx_scale16_avx2(w->sc[g])));
-            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, qx_scale16_avx2(w->sc[g] + 8)));
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, V8_SIMD_FN(qx_scale16)(w->sc[g])));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, V8_SIMD_FN(qx_scale16)(w->sc[g] + 8)));
         }
         __m256i m0 = _mm256_setzero_si256(), m1 = m0;
         const int32_t *bp = j->bp + 4 * b;
@@ -572,7 +566,7 @@ static void qx_group_avx2(const qx_job *j, int64_t G) {
 }
 
 
-static void q6x_group_avx2(const qx_job *j, int64_t G) {
+static void V8_SIMD_FN(q6x_group)(const qx_job *j, int64_t G) {
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     __m256 facc[2][8];
     for (int u = 0; u < 8; ++u) {
@@ -647,7 +641,7 @@ static void q6x_group_avx2(const qx_job *j, int64_t G) {
     qx_store(j, G, out);
 }
 
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 /* ---- driver ---------------------------------------------------------------------- */
 

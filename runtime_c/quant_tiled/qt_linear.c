@@ -190,33 +190,25 @@ static void qt_store(const qt_job *j, const float *acc, int64_t r0, int64_t r1, 
 
 /* ---- ISA variants ------------------------------------------------------------ */
 
-/* One algorithm (qt_kernels.inc) over the token-lane SIMD mapping of each ISA. */
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
-#define QT_FN(name) name##_avx512vnni
-#define V8_TL_AVX512VNNI
+/* One algorithm (qt_kernels.inc) per core/simd.h variant, over the token-lane mapping. */
+#define V8_SIMD_AVX512
+#define V8_SIMD_VNNI
+#include "core/simd.h"
 #include "quant/token_lane_simd.h"
 #include "quant_tiled/qt_kernels.inc"
-#undef QT_FN
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-#define QT_FN(name) name##_avx512
-#define V8_TL_AVX512
+#define V8_SIMD_AVX512
+#include "core/simd.h"
 #include "quant/token_lane_simd.h"
 #include "quant_tiled/qt_kernels.inc"
-#undef QT_FN
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#define QT_FN(name) name##_avx2
-#define V8_TL_AVX2
+#define V8_SIMD_AVX2
+#include "core/simd.h"
 #include "quant/token_lane_simd.h"
 #include "quant_tiled/qt_kernels.inc"
-#undef QT_FN
-#pragma GCC pop_options
+#include "core/simd_end.h"
 
 /* Scalar variant: the oracle's chain, output by output. */
 static void qt_tile_scalar(const qt_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {

@@ -219,7 +219,7 @@ def test_emulated_reduction_trees_agree() -> None:
 
 # ---- online attention's AVX-512 score block ---------------------------------------------------
 
-ONLINE_FUNCTIONS = ("tail_f64", "ld_h16", "scores_avx512")
+AVX512_REGION = '#define V8_SIMD_AVX512\n#include "core/simd.h"\n'  # online_simd.inc's plain one
 
 
 def c_function(text: str, name: str) -> str:
@@ -236,21 +236,23 @@ def c_function(text: str, name: str) -> str:
 @functools.cache
 def online_emulated() -> Any:
     """scores_avx512 of online_simd.inc on the emulation (the rest of online.c needs
-    AVX512-FP16 arithmetic, which the emulation does not provide)."""
+    AVX512-FP16 arithmetic, which the emulation does not provide): the plain AVX-512
+    variant's V8_SIMD_FN(scores) and ld_h16, under the same core/simd.h selection."""
     text = (runtime_c_dir() / "attention" / "online_simd.inc").read_text()
+    region = text[text.index(AVX512_REGION):]
     entry = HERE / "online_scores_avx512_emulated.c"
     source = (f"/* {hashlib.sha256(entry.read_bytes()).hexdigest()} */\n"
               "#define V8_SIMD_EMULATED 1\n"
               '#include "avx512_emulation.h"\n'
               '#include "v8_runtime.h"\n'
               '#include "attention/v8_attention.h"\n'
-              "#define V8_SIMD_AVX512\n"
-              '#include "core/simd.h"\n'
-              '#include "core/simd_end.h"\n'
-              "#define SCORE_BLOCK 64\n"
+              + AVX512_REGION
+              + "#define SCORE_BLOCK 64\n"
               "static inline float h2f(uint16_t h) { return v8_f16_to_f32(h); }\n"
-              + "".join(c_function(text, f) for f in ONLINE_FUNCTIONS)
-              + '#include "online_scores_avx512_emulated.c"\n')
+              + c_function(text, "tail_f64") + c_function(region, "ld_h16")
+              + c_function(region, "V8_SIMD_FN(scores)")
+              + '#include "core/simd_end.h"\n'
+              '#include "online_scores_avx512_emulated.c"\n')
     cdef = runtime_cdef() + """
         void emu_online_scores(const uint16_t *k0, int64_t n, const uint16_t *q16, int64_t d,
                                float scale, float *out);

@@ -1,8 +1,7 @@
 /* Test build of runtime_c/quant_repacked/qr_x16.c whose AVX-512 variants run
  * on any AVX2 host: each _mm512 intrinsic they use is mapped to a portable
  * lane-by-lane emulation (Intel's documented semantics), and the file is
- * included with V8_QX_EMULATED_AVX512 so that no AVX-512 target pragma is
- * active.  Compiled with -mavx2 -mfma -mf16c (the AVX2 variant and the
+ * included with V8_SIMD_EMULATED so that core/simd.h opens no AVX-512 target.  Compiled with -mavx2 -mfma -mf16c (the AVX2 variant and the
  * 128/256-bit loads stay native) and ISO C (no fp contraction). */
 #include <immintrin.h>
 #include <math.h>
@@ -10,6 +9,13 @@
 #include <string.h>
 
 #include "v8_runtime.h"
+
+/* core/simd.h's own AVX-512 helpers, defined (never called) over the real types before the
+ * names below are mapped to the emulation. */
+#define V8_SIMD_EMULATED 1
+#define V8_SIMD_AVX512
+#include "core/simd.h"
+#include "core/simd_end.h"
 
 typedef struct {
     union {
@@ -124,7 +130,6 @@ static inline emu512 emu_fmadd_ps(emu512 a, emu512 b, emu512 c) { EMU_MAP(f, fma
 #define _mm512_sub_ps emu_sub_ps
 #define _mm512_fmadd_ps emu_fmadd_ps
 
-#define V8_QX_EMULATED_AVX512 1
 #include "quant_repacked/qr_x16.c"
 
 /* The Q6_K GEMV through the emulated AVX-512 variant. */
