@@ -180,21 +180,6 @@ v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, v
     }
     V8_REQUIRE(inside_job != pool, V8_ERR_BAD_THREADING);
     pthread_mutex_lock(&pool->dispatch);
-    if (n_tasks == 1 || pool->n_workers == 1) {
-        /* Nothing to share: the caller runs every task as worker 0 and no helper is woken.
-         * Decode issues hundreds of one-task jobs per token (a norm of one row, the RoPE of
-         * one token), and each woken helper costs a cross-core round trip before the caller
-         * may return.  The dispatch lock is still held: worker 0's per-worker scratch slot
-         * belongs to one job at a time. */
-        const v8_threadpool *outer = inside_job;
-        inside_job = pool;
-        for (int64_t t = 0; t < n_tasks; ++t) {
-            fn(ctx, t, 0);
-        }
-        inside_job = outer;
-        pthread_mutex_unlock(&pool->dispatch);
-        return V8_OK;
-    }
     pthread_mutex_lock(&pool->lock);
     pool->fn = fn;
     pool->ctx = ctx;
