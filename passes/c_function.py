@@ -172,6 +172,19 @@ class PhasePrinter:
         self.w.line(f"size_t {self.phase}_scratch_bytes(v8_threadpool *pool);")
         self.w.line(f"{self.entry_signature()};")
 
+    def print_packed_entry(self) -> None:
+        """`<phase>_packed`: the entry point with its buffers (inputs, then outputs) as one array
+        of pointers.  A model's phase takes hundreds of buffers; a binding that converts each as a
+        parameter of its own costs more to compile than the program itself."""
+        counts = ["n_past"] + ([RUNTIME_TOKENS] if self.max_tokens else [])
+        params = ["v8_threadpool *pool", *(f"int64_t {c}" for c in counts), "void *arena",
+                  "void *scratch", "size_t scratch_bytes", "void *const *buffers"]
+        self.w.line(f"v8_status {self.phase}_packed({', '.join(params)}) {{")
+        buffers = [f"buffers[{i}]" for i in range(len(self.fn.body.block.args))]
+        args = ["pool", *counts, "arena", "scratch", "scratch_bytes", *buffers]
+        self.w.line(f"    return {self.phase}({', '.join(args)});")
+        self.w.line("}")
+
     def print_scratch_function(self) -> None:
         static = "" if self.entry else "static "
         self.w.line(f"{static}size_t {self.phase}_scratch_bytes(v8_threadpool *pool) {{")

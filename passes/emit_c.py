@@ -178,12 +178,15 @@ def print_module(module: ModuleOp, out: IO[str]) -> None:
 
 def print_declarations(module: ModuleOp, out: IO[str]) -> None:
     """The C declarations of the entry points print_module defines, for a translation unit that
-    calls them (the Python extension around a program compiled on its own)."""
+    calls them (the Python extension around a program compiled on its own), and each entry
+    point's packed form, which that extension binds."""
     w = CWriter(out)
     w.line('#include "v8_runtime.h"')
     for fn in module.walk():
         if isinstance(fn, func.FuncOp) and is_entry_point(fn):
-            PhasePrinter(fn, w).print_declarations()
+            printer = PhasePrinter(fn, w)
+            printer.print_declarations()
+            printer.print_packed_entry()
 
 
 @dataclass(frozen=True)

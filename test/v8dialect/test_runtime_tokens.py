@@ -95,9 +95,10 @@ def test_count_outside_the_built_range_is_refused(model: Path) -> None:
         scratch_bytes = lib.prefill_scratch_bytes(pool)
         scratch = np.zeros(scratch_bytes + 64, np.uint8)
         for n in (0, 17, -1):
-            status = lib.prefill(pool, 0, n, ffi.from_buffer(arena), ffi.from_buffer(scratch),
-                                 scratch_bytes, *(ffi.from_buffer(a) for a in arrays),
-                                 *(ffi.from_buffer(o) for o in out))
+            buffers = ffi.new("void *[]", [*(ffi.from_buffer(a) for a in arrays),
+                                           *(ffi.from_buffer(o) for o in out)])
+            status = lib.prefill_packed(pool, 0, n, ffi.from_buffer(arena), ffi.from_buffer(scratch),
+                                        scratch_bytes, buffers)
             assert status == V8_ERR_BAD_DIMENSION, n
             assert all(np.isnan(o).all() for o in out)
     finally:

@@ -127,12 +127,13 @@ class PhaseSignature:
     max_tokens: int | None = None  # the token count is a run-time argument up to this
 
     def cdef(self) -> str:
-        pointers = ", ".join(["void *"] * (len(self.inputs) + len(self.outputs)))
+        """The binding: the phase's packed entry point (its buffers as one array of pointers,
+        see passes/c_function.py), which keeps the wrapper small whatever the buffer count."""
         count = ", int64_t n_tokens" if self.max_tokens else ""
         return (f"size_t {self.name}_arena_bytes(void);\n"
                 f"size_t {self.name}_scratch_bytes(v8_threadpool *pool);\n"
-                f"v8_status {self.name}(v8_threadpool *pool, int64_t n_past{count}, void *arena, "
-                f"void *scratch, size_t scratch_bytes, {pointers});\n")
+                f"v8_status {self.name}_packed(v8_threadpool *pool, int64_t n_past{count}, void *arena, "
+                f"void *scratch, size_t scratch_bytes, void *const *buffers);\n")
 
     def token_count(self, inputs: Mapping[str, np.ndarray[Any, Any]]) -> int | None:
         """The call's token count, read off its token-indexed inputs (all must agree)."""
@@ -263,8 +264,9 @@ class Program:
         arena = self._workspace.get((phase, "arena"), getattr(lib, f"{phase}_arena_bytes")())
         scratch_bytes = getattr(lib, f"{phase}_scratch_bytes")(pool)
         scratch = self._workspace.get((phase, "scratch"), scratch_bytes)
-        status = getattr(lib, phase)(pool, *counts, ffi.from_buffer(arena), ffi.from_buffer(scratch),
-                                     scratch_bytes, *args, *(ffi.from_buffer(o) for o in outputs))
+        buffers = ffi.new("void *[]", [*args, *(ffi.from_buffer(o) for o in outputs)])
+        status = getattr(lib, f"{phase}_packed")(pool, *counts, ffi.from_buffer(arena),
+                                                 ffi.from_buffer(scratch), scratch_bytes, buffers)
         if status != 0:
             name = ffi.string(lib.v8_status_name(status)).decode()
             raise RuntimeError(f"{phase} failed: {name} (status {status})")
