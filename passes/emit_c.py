@@ -20,10 +20,10 @@ A layer function (v8dialect/builder/layers.py) prints as a static C function wit
 leading parameters, before the phases that call it; ``v8.invoke`` passes it the caller's
 parameters and its slice of the caller's arena.
 
-The printer of one function (passes/c_function.py) is a printer over ops: ``print_op`` dispatches on the op's class (one method per
-call-ready op, functools.singledispatchmethod), and ``expr`` prints a value as the C
-expression of its defining op (an entry-point parameter, the pool's worker count, an ``arith``
-length).  It never reads C text out of the IR.
+The printer of one function (passes/c_function.py) is a printer over ops: ``print_op``
+dispatches on the op's class (one method per call-ready op, functools.singledispatchmethod),
+and ``expr`` prints a value as the C expression of its defining op (an entry-point parameter,
+the pool's worker count, an ``arith`` length).  It never reads C text out of the IR.
 """
 
 from __future__ import annotations
