@@ -11,11 +11,12 @@ other's cores); the load average is
 printed before and after.
 
 Rows: decode H=32 Hkv=8 D=128 at KV 1058 and 4096 (split-KV contract
-f16_online_fp32_merge, provider attn_online_split_f16kv); prefill Q=64
+f16_online_fp32_merge_fp32_dot, provider attn_online_split_f16kv); prefill Q=64
 KV=1024 D=128 and full (non-causal) T=256 H=16 D=72, once under the tiled
-contract f16_kv_tiled64_fp32_softmax_fp64_sum_update (not ggml's arithmetic at
-D=72: ggml tiles only at D % 16 == 0) and once under the auto contract
-f16_flash_auto_qtile64, which follows ggml's rule and is the bit-exact row."""
+contract and once under the auto contract (ggml's own rule for when to tile).
+Each row runs the contract the circuits choose for the running ggml build
+(ggml_contracts): fp32 dots, and with an AVX2 ggml the 8-lane tiled tree
+(..._8_lane_vexp, f16_flash_auto_qtile64_fp32_dot_8_lane)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ import online_model as M  # noqa: E402
 from timing import alternating  # noqa: E402
 
 from v8dialect.data.paths import runtime_c_dir  # noqa: E402
-from v8dialect.runtime.host import cpu_model  # noqa: E402
+from v8dialect.runtime.host import cpu_model, native_ggml_build  # noqa: E402
 
 
 def build():
@@ -98,6 +99,18 @@ class GgmlGraph:
         self.g.ggml_free(self.ctx)
 
 
+def ggml_contracts(lib, ggml_build: str) -> dict[str, int]:
+    """The selector of the contract that names the running ggml build's arithmetic, per row
+    kind, as the circuits choose them: fp32 dots, and on an AVX2 build the 8-lane tiled tree
+    (the selectors come from the headers, never as numbers)."""
+    lanes8 = ggml_build == "avx2"
+    return {"split": lib.V8_ATTN_F16_ONLINE_FP32_MERGE_FP32_DOT,
+            "tiled": (lib.V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE_8_LANE_VEXP if lanes8
+                      else lib.V8_ATTN_F16_KV_TILED64_FP32_SOFTMAX_FP64_SUM_UPDATE),
+            "auto": (lib.V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT_8_LANE if lanes8
+                     else lib.V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT)}
+
+
 def interleaved_medians(fa, fb, repeats):
     """Median seconds of fa and fb, run alternately after idle gaps (bench/timing.py)."""
     ta, tb = alternating(fa, fb, repeats, warmup=1)
@@ -123,6 +136,7 @@ def main() -> None:
                  # so this row is the bit-exact comparison with ggml's own choice
                  ("full T256 H16 D72 (auto contract)", 256, 16, 16, 72, 256, 0, 0, "auto")]
     isa = {0: "scalar", 1: "avx2", 2: "avx512"}[int(lib.v8_cpu_best_isa())]
+    contracts = ggml_contracts(lib, native_ggml_build())
     print(f"# CPU: {cpu_model()}; ours: {isa}")
     print("# load average %.2f %.2f %.2f" % os.getloadavg())
     print(f"{'row':34s} {'thr':>3s} {'ours ms':>9s} {'ggml ms':>9s} {'ratio':>6s} bit-exact")
@@ -136,14 +150,15 @@ def main() -> None:
         for threads in (1, 2):
             pool = on.pool(threads)
             out = np.empty((n_q, h, d), np.float32)
+            contract = contracts[kind]
             if kind == "split":
-                fn, contract = lib.v8_attn_online_split_parallel_dispatch, 6
+                fn = lib.v8_attn_online_split_parallel_dispatch
                 nbytes = int(lib.v8_attn_online_split_scratch_bytes(n_q, h, d, threads))
             elif kind == "auto":
-                fn, contract = lib.v8_attn_auto_parallel_dispatch, 8
+                fn = lib.v8_attn_auto_parallel_dispatch
                 nbytes = int(lib.v8_attn_auto_scratch_bytes(n_q, h, d, threads))
             else:
-                fn, contract = lib.v8_attn_tiled_parallel_dispatch, 7
+                fn = lib.v8_attn_tiled_parallel_dispatch
                 nbytes = int(lib.v8_attn_tiled_scratch_bytes(n_q, h, d, threads))
             scratch = ffi.new("char[]", max(nbytes, 1))
             call = (pool, contract, ffi.cast("float *", out.ctypes.data),
