@@ -161,10 +161,13 @@ class PhasePrinter:
         self.w.line("}")
         self.w.line()
 
+    def counts(self) -> list[str]:
+        """The count parameters: n_past, and n_tokens when the token count is a run-time value."""
+        return ["n_past"] + ([RUNTIME_TOKENS] if self.max_tokens else [])
+
     def entry_signature(self) -> str:
-        counts = ["int64_t n_past"] + ([f"int64_t {RUNTIME_TOKENS}"] if self.max_tokens else [])
-        params = ", ".join(["v8_threadpool *pool", *counts, "void *arena", "void *scratch",
-                            "size_t scratch_bytes", *self.parameters()])
+        params = ", ".join(["v8_threadpool *pool", *(f"int64_t {c}" for c in self.counts()),
+                            "void *arena", "void *scratch", "size_t scratch_bytes", *self.parameters()])
         return f"v8_status {self.phase}({params})"
 
     def print_declarations(self) -> None:
@@ -176,12 +179,11 @@ class PhasePrinter:
         """`<phase>_packed`: the entry point with its buffers (inputs, then outputs) as one array
         of pointers.  A model's phase takes hundreds of buffers; a binding that converts each as a
         parameter of its own costs more to compile than the program itself."""
-        counts = ["n_past"] + ([RUNTIME_TOKENS] if self.max_tokens else [])
-        params = ["v8_threadpool *pool", *(f"int64_t {c}" for c in counts), "void *arena",
+        params = ["v8_threadpool *pool", *(f"int64_t {c}" for c in self.counts()), "void *arena",
                   "void *scratch", "size_t scratch_bytes", "void *const *buffers"]
         self.w.line(f"v8_status {self.phase}_packed({', '.join(params)}) {{")
         buffers = [f"buffers[{i}]" for i in range(len(self.fn.body.block.args))]
-        args = ["pool", *counts, "arena", "scratch", "scratch_bytes", *buffers]
+        args = ["pool", *self.counts(), "arena", "scratch", "scratch_bytes", *buffers]
         self.w.line(f"    return {self.phase}({', '.join(args)});")
         self.w.line("}")
 
@@ -220,9 +222,8 @@ class PhasePrinter:
 
     def print_preamble(self) -> None:
         # a layer function need not read every context parameter its caller passes on
-        unused = ["pool", "scratch_bytes", *([RUNTIME_TOKENS] if self.max_tokens else [])]
         if not self.entry:
-            self.w.line(" ".join(f"(void){name};" for name in unused))
+            self.w.line(" ".join(f"(void){name};" for name in ["pool", "scratch_bytes", *self.counts()[1:]]))
         self.w.line("(void)scratch;")
         self.w.line("(void)n_past;")
         self.w.line("char *base = (char *)arena;")
@@ -269,13 +270,9 @@ class PhasePrinter:
     @print_op.register
     def _print_invoke(self, op: InvokeOp) -> None:
         assert op.arena_offset is not None  # prepare-calls placed the callee's arena
-        counts = ["n_past"] + ([RUNTIME_TOKENS] if self.max_tokens else [])
-        args = ["pool", *counts, f"base + {op.arena_offset.value.data}", "scratch", "scratch_bytes",
-                *(self.expr(v) for v in op.values)]
-        self.w.line(f"st = {op.callee.string_value()}({', '.join(args)});")
-        self.w.line("if (st != V8_OK) {")
-        self.w.line("    return st;")
-        self.w.line("}")
+        args = ["pool", *self.counts(), f"base + {op.arena_offset.value.data}", "scratch",
+                "scratch_bytes", *(self.expr(v) for v in op.values)]
+        self.print_checked(f"{op.callee.string_value()}({', '.join(args)})")
 
     @print_op.register
     def _print_return(self, op: func.ReturnOp) -> None:
@@ -341,7 +338,11 @@ class PhasePrinter:
     def print_call(self, op: CallOp) -> None:
         self.comment(op)
         args = [self.argument(op.values, a) for a in op.args.data]
-        self.w.line(f"st = {op.callee.data}({', '.join(args)});")
+        self.print_checked(f"{op.callee.data}({', '.join(args)})")
+
+    def print_checked(self, call: str) -> None:
+        """A call whose status the function returns unless it is V8_OK."""
+        self.w.line(f"st = {call};")
         self.w.line("if (st != V8_OK) {")
         self.w.line("    return st;")
         self.w.line("}")

@@ -58,7 +58,7 @@ from v8dialect.ir.lowered import (
     ViewOp,
 )
 from v8dialect.ir.pinning import check_pinned
-from v8dialect.ir.structure import is_entry_point
+from v8dialect.ir.structure import entry_points, is_entry_point
 
 # ---- checks before printing ----------------------------------------------------------
 
@@ -182,11 +182,10 @@ def print_declarations(module: ModuleOp, out: IO[str]) -> None:
     point's packed form, which that extension binds."""
     w = CWriter(out)
     w.line('#include "v8_runtime.h"')
-    for fn in module.walk():
-        if isinstance(fn, func.FuncOp) and is_entry_point(fn):
-            printer = PhasePrinter(fn, w)
-            printer.print_declarations()
-            printer.print_packed_entry()
+    for fn in entry_points(module):
+        printer = PhasePrinter(fn, w)
+        printer.print_declarations()
+        printer.print_packed_entry()
 
 
 @dataclass(frozen=True)

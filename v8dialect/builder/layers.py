@@ -79,6 +79,7 @@ class LayerFunction:
     carried: dict[int, str]
     outputs: list[str]
     specs: list[ArgSpec]
+    location: FileLineColLoc  # the layer's first op in the circuit: where its calls point
     layers: list[int] = field(default_factory=list[int])
 
 
@@ -108,8 +109,7 @@ class LayerOutliner:
         operands = [values[body.carried[i]] if i in body.carried else self.argument(body, i, layer)
                     for i in range(len(body.fn.body.block.args))]
         call = CallOp(body.fn.sym_name.data, operands, list(body.fn.function_type.outputs.data))
-        first = next(op for op in self.phase.circuit.block if op.in_layer(kind))
-        call.location = self.phase.location(first)
+        call.location = body.location
         self.phase.block.add_op(call)
         for name, result in zip(body.outputs, call.results, strict=True):
             result.name_hint = name
@@ -131,7 +131,8 @@ class LayerOutliner:
                                in_layer_function=True)
         body.attention_contracts = p.attention_contracts
         first = next(op for op in p.circuit.block if op.in_layer(kind))
-        inner = LayerValues(values, body.args, body.location(first))
+        location = body.location(first)
+        inner = LayerValues(values, body.args, location)
         for op in p.circuit.block:
             if op.in_layer(kind):
                 body.emit(op, inner, layer)
@@ -147,7 +148,7 @@ class LayerOutliner:
                     arg_attrs=ArrayAttr([spec.attributes(tensor_name=False) for spec in body.args.specs]))
         if p.circuit.kind == "decoder" and p.phase == "prefill":
             fn.attributes[MAX_TOKENS_ATTR] = IntegerAttr(p.tokens, i64)
-        return LayerFunction(fn, layer, inner.carried, outputs, body.args.specs)
+        return LayerFunction(fn, layer, inner.carried, outputs, body.args.specs, location)
 
     def finished(self) -> list[FuncOp]:
         """The layer functions, each marked with the layers that call it."""

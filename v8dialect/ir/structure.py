@@ -104,3 +104,8 @@ def check_structure(module: ModuleOp, stage: str | None = None) -> None:
 def is_entry_point(fn: func.FuncOp) -> bool:
     """A phase the program exports; private functions are layer functions the phases call."""
     return fn.sym_visibility is None or fn.sym_visibility.data != "private"
+
+
+def entry_points(module: ModuleOp) -> list[func.FuncOp]:
+    """The module's phases, in order (its layer functions left out)."""
+    return [op for op in module.walk() if isinstance(op, func.FuncOp) and is_entry_point(op)]

@@ -31,7 +31,7 @@ from xdsl.ir import Attribute
 
 from v8dialect.ir.graph_op import LAYOUT_ATTR
 from v8dialect.ir.ledger import read_ledger
-from v8dialect.ir.structure import is_entry_point
+from v8dialect.ir.structure import entry_points
 from v8dialect.runtime.program import Program, build
 
 F32 = np.float32
@@ -211,7 +211,7 @@ def build_program(source: ModelSource, prefill_tokens: int) -> BuiltProgram:
     # a checkpoint build names every layer's nodes, so its layers are expanded into the phases
     module = build_graph(source.model, source.circuit, prefill_tokens, source.kv_capacity,
                          source.overrides, expand_layers=source.checkpoints)
-    functions = [op for op in module.ops if isinstance(op, func.FuncOp) and is_entry_point(op)]
+    functions = entry_points(module)
     rows = {fn.sym_name.data: weight_args(fn) for fn in functions}
     if source.checkpoints:
         PassPipeline((KeepCheckpoints(),)).apply(context(), module)

@@ -32,7 +32,7 @@ from v8dialect.ir.dialect import V8
 from v8dialect.ir.graph_op import LAYOUT_ATTR, GraphOp, dtype_name
 from v8dialect.ir.ledger import read_ledger
 from v8dialect.ir.lowered import OUTPUTS_ATTR, CallOp, KernelOp
-from v8dialect.ir.structure import is_entry_point
+from v8dialect.ir.structure import entry_points
 from v8dialect.ir.token_count import max_tokens, token_axes
 from v8dialect.runtime.cbuild import RUNTIME_CORE_SOURCES, CBuild, runtime_cdef
 from v8dialect.runtime.cbuild import build as compile_extension
@@ -307,8 +307,7 @@ def build(module: ModuleOp | str, *, kernel_maps: str | None = None, registry: s
     PassPipeline(tuple(stages_needed(module, kernel_maps=kernel_maps, registry=registry,
                                      mode=mode))).apply(ctx, module)
     c_source = emit_c(module)
-    functions = [op for op in module.walk() if isinstance(op, func.FuncOp) and is_entry_point(op)]
-    phases = {fn.sym_name.data: signature(fn) for fn in functions}
+    phases = {fn.sym_name.data: signature(fn) for fn in entry_points(module)}
     # the kernels' C sources come from the maps that bound the calls, not from the IR
     kernel_sources = data.kernel_sources(sorted({op.resolved.word("kernel") for op in module.walk()
                                                  if isinstance(op, CallOp)}))
