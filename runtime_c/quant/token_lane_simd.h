@@ -12,7 +12,18 @@
  * bytes (a); the u8 x s8 pair sums of maddubs stay inside int16 for codes
  * below 64 (2*63*128 < 2^15), so no variant saturates.  The lane-wise
  * operations are core/simd.h's names; the float ones are single
- * instructions, one rounding each. */
+ * instructions, one rounding each.
+ *
+ * A group dot (TL_GDOT4 steps from TL_ZERO_I, then TL_GSCALE) yields per
+ * int32 lane scale * sum of the steps' 4-byte dots.  Without VNNI the steps
+ * stay in the int16 pair sums of maddubs and one madd applies the scale
+ * (the multiply and the widening in one instruction, instead of a madd per
+ * step and a 32-bit multiply): exact while the steps' pair sums fit int16,
+ * i.e. at most 8 steps of 4-bit codes (8 * 2 * 15 * 128 < 2^15).  With VNNI
+ * the steps are dpbusd into int32 and the scale a 32-bit multiply.  The
+ * scale is broadcast from TL_GSCALE_CONST(s), s < 2^15.  TL_PAIR16 packs
+ * two int32 lanes of magnitude below 2^15 into one int16 pair, so
+ * TL_MADD16 with a pair of constants gives lo * c_lo + hi * c_hi exactly. */
 #ifndef V8_SIMD_OPEN
 #error "quant/token_lane_simd.h: include core/simd.h first"
 #endif
@@ -28,6 +39,11 @@
 #undef TL_MULLO
 #undef TL_SLLI5
 #undef TL_DOT4
+#undef TL_GDOT4
+#undef TL_GSCALE
+#undef TL_GSCALE_CONST
+#undef TL_PAIR16
+#undef TL_MADD16
 #undef TL_CVT
 #undef TL_SET1_F
 #undef TL_LOADU_F
@@ -59,17 +75,30 @@
 #define TL_MULLO(a, b) _mm512_mullo_epi32(a, b)
 #if defined(V8_SIMD_VNNI)
 #define TL_DOT4(acc, w, a) _mm512_dpbusd_epi32(acc, w, a)
+#define TL_GDOT4(acc, w, a) _mm512_dpbusd_epi32(acc, w, a)
+#define TL_GSCALE(acc, s) _mm512_mullo_epi32(acc, s)
+#define TL_GSCALE_CONST(s) (s)
 #else
+#define TL_GDOT4(acc, w, a) _mm512_add_epi16(acc, _mm512_maddubs_epi16(w, a))
+#define TL_GSCALE(acc, s) _mm512_madd_epi16(acc, s)
+#define TL_GSCALE_CONST(s) ((s) * 0x10001)
 #define TL_DOT4(acc, w, a) \
     _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w, a), _mm512_set1_epi16(1)))
 #endif
 #define TL_CVT(a) _mm512_cvtepi32_ps(a)
+#define TL_MADD16(a, b) _mm512_madd_epi16(a, b)
+#define TL_PAIR16(lo, hi) _mm512_mask_blend_epi16(0xAAAAAAAAu, lo, _mm512_slli_epi32(hi, 16))
 #elif defined(V8_SIMD_AVX2)
 #define TL_ZERO_I() _mm256_setzero_si256()
 #define TL_MULLO(a, b) _mm256_mullo_epi32(a, b)
 #define TL_DOT4(acc, w, a) \
     _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)))
+#define TL_GDOT4(acc, w, a) _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, a))
+#define TL_GSCALE(acc, s) _mm256_madd_epi16(acc, s)
+#define TL_GSCALE_CONST(s) ((s) * 0x10001)
 #define TL_CVT(a) _mm256_cvtepi32_ps(a)
+#define TL_MADD16(a, b) _mm256_madd_epi16(a, b)
+#define TL_PAIR16(lo, hi) _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA)
 #else
 #error "quant/token_lane_simd.h: a vector variant (V8_SIMD_AVX512 or V8_SIMD_AVX2)"
 #endif
