@@ -19,9 +19,10 @@
  * stay in the int16 pair sums of maddubs and one madd applies the scale
  * (the multiply and the widening in one instruction, instead of a madd per
  * step and a 32-bit multiply): exact while the steps' pair sums fit int16,
- * i.e. at most 8 steps of 4-bit codes (8 * 2 * 15 * 128 < 2^15).  With VNNI
+ * i.e. at most 8 steps of 4-bit codes (8 * 2 * 15 * 128 < 2^15), 4 of
+ * 5-bit and 2 of 6-bit ones.  With VNNI
  * the steps are dpbusd into int32 and the scale a 32-bit multiply.  The
- * scale is broadcast from TL_GSCALE_CONST(s), s < 2^15.  TL_PAIR16 packs
+ * scale, |s| < 2^15, is broadcast from TL_GSCALE_CONST(s).  TL_PAIR16 packs
  * two int32 lanes of magnitude below 2^15 into one int16 pair, so
  * TL_MADD16 with a pair of constants gives lo * c_lo + hi * c_hi exactly. */
 #ifndef V8_SIMD_OPEN
@@ -77,11 +78,11 @@
 #define TL_DOT4(acc, w, a) _mm512_dpbusd_epi32(acc, w, a)
 #define TL_GDOT4(acc, w, a) _mm512_dpbusd_epi32(acc, w, a)
 #define TL_GSCALE(acc, s) _mm512_mullo_epi32(acc, s)
-#define TL_GSCALE_CONST(s) (s)
+#define TL_GSCALE_CONST(s) ((int32_t)(s))
 #else
 #define TL_GDOT4(acc, w, a) _mm512_add_epi16(acc, _mm512_maddubs_epi16(w, a))
 #define TL_GSCALE(acc, s) _mm512_madd_epi16(acc, s)
-#define TL_GSCALE_CONST(s) ((s) * 0x10001)
+#define TL_GSCALE_CONST(s) ((int32_t)(((uint32_t)(s) & 0xffffu) | ((uint32_t)(s) << 16)))
 #define TL_DOT4(acc, w, a) \
     _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w, a), _mm512_set1_epi16(1)))
 #endif
@@ -95,7 +96,7 @@
     _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)))
 #define TL_GDOT4(acc, w, a) _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, a))
 #define TL_GSCALE(acc, s) _mm256_madd_epi16(acc, s)
-#define TL_GSCALE_CONST(s) ((s) * 0x10001)
+#define TL_GSCALE_CONST(s) ((int32_t)(((uint32_t)(s) & 0xffffu) | ((uint32_t)(s) << 16)))
 #define TL_CVT(a) _mm256_cvtepi32_ps(a)
 #define TL_MADD16(a, b) _mm256_madd_epi16(a, b)
 #define TL_PAIR16(lo, hi) _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA)

@@ -30,6 +30,7 @@ from qr_support import (
     make_activation,
     make_weights,
 )
+from quant_bounds import bound_activation, bound_blocks
 from repacked_model import repacked_gemm
 
 from v8dialect.data.c_abi import constants
@@ -291,3 +292,30 @@ def test_api_rejects_bad_input_without_writing(qr: QR, weights: Any, evidence: A
                  checks={name: f"status {st} (want {e}), untouched={u}"
                          for name, (st, u, e) in checks.items()})
     assert ok, checks
+
+
+# ---- integer bounds ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m", [1, 33])
+def test_production_at_the_integer_bounds(qr: QR, evidence: Any, m: int) -> None:
+    """Maximal codes, scales and mins against activations of magnitude 127 everywhere: the
+    vector GEMM keeps group dots in int16 pair sums, which this input takes to their
+    largest values (and the GEMV's int32 sums to theirs)."""
+    n, k = 64, 512
+    w = bound_blocks("q4_k", n, k, 0)
+    x = bound_activation(m, k)
+    shapes = ("gemv", "gemm") if m == 1 else ("gemm",)
+    try:
+        for shape in shapes:
+            st, y_ref = qr.run(shape, "ref", w, x)
+            assert st == V8_OK and np.all(np.isfinite(y_ref)) and np.all(y_ref != 0)
+            for isa, mask in qr.isas():
+                qr.lib.v8_cpu_restrict(mask)
+                st, y = qr.run(shape, "prod", w, x)
+                same, total = bitexact(y_ref, y)
+                evidence(Rung.PRODUCTION, st == V8_OK and same == total, **who(m, shape),
+                         shape=f"{m}x{n}x{k}", isa=isa, cpu_mask=hex(mask),
+                         inputs="integer_bounds", bitexact=f"{same}/{total}")
+                assert st == V8_OK and same == total, (shape, isa, hex(mask), same, total)
+    finally:
+        qr.lib.v8_cpu_restrict(ALL_FEATURES)

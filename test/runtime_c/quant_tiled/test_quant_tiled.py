@@ -28,6 +28,7 @@ from qt_support import (
     bitexact,
     make_activation,
 )
+from quant_bounds import bound_activation, bound_blocks
 
 from v8dialect.data.c_abi import constants
 from v8dialect.evidence.record import Outcome, Rung
@@ -263,3 +264,31 @@ def test_api_rejects_bad_input_without_writing(qt: QT, weights: Any, evidence: A
              what="argument checks before any write",
              checks={name: f"status {st} (want {e}), untouched={u}" for name, (st, u, e) in checks.items()})
     assert ok, checks
+
+
+# ---- integer bounds ---------------------------------------------------------------------------
+
+# (format, Q6_K's int8 scale byte: its largest and its most negative)
+BOUND_CASES = [("q4_k", 0x7F), ("q5_k", 0x7F), ("q6_k", 0x7F), ("q6_k", 0x80)]
+
+
+@pytest.mark.parametrize("fmt,scale_byte", BOUND_CASES, ids=[f"{f}-{b:#x}" for f, b in BOUND_CASES])
+def test_production_at_the_integer_bounds(qt: QT, evidence: Any, fmt: str, scale_byte: int) -> None:
+    """Maximal codes against activations of magnitude 127 everywhere: the vector variants
+    keep group dots in int16 pair sums, which this input takes to their largest values."""
+    n, k, m = 64, 512, 33
+    w = bound_blocks(fmt, n, k, scale_byte)
+    x = bound_activation(m, k)
+    st, y_ref = qt.gemm(fmt, "ref", w, x)
+    assert st == V8_OK and np.all(np.isfinite(y_ref)) and np.all(y_ref != 0)
+    try:
+        for isa, mask in qt.isas():
+            qt.lib.v8_cpu_restrict(mask)
+            st, y = qt.gemm(fmt, "prod", w, x)
+            same, total = bitexact(y_ref, y)
+            evidence(Rung.PRODUCTION, st == V8_OK and same == total, contract=CONTRACT[fmt],
+                     provider=provider(fmt), shape=f"{m}x{n}x{k}", isa=isa, cpu_mask=hex(mask),
+                     inputs="integer_bounds", bitexact=f"{same}/{total}")
+            assert st == V8_OK and same == total, (isa, hex(mask), same, total)
+    finally:
+        qt.lib.v8_cpu_restrict(ALL_FEATURES)
