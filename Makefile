@@ -84,6 +84,7 @@ v8-regression-fast:
 # Side-by-side benchmarks against ggml; not part of `make test`.
 bench:
 	$(PYTHON) bench/quant_vs_ggml.py
+	$(PYTHON) bench/repacked_vs_llamacpp.py
 	$(PYTHON) bench/attention_vs_ggml.py
 	$(PYTHON) bench/model_vs_llamacpp.py
 	$(PYTHON) bench/compile_path.py

@@ -186,34 +186,22 @@ class GgmlOps:
         graph run by a CPU backend with `threads` threads.  Returns (y, repacked): repacked is
         False when the repack buffer kept the weight plain (no repack traits for this type and
         row count on this CPU), in which case y came from the ordinary mul_mat."""
-        n, m = w.shape[0], x.shape[0]
+        with self.repacked_mul_mat(w, dtype, x, cols, threads) as graph:
+            graph.compute()
+            return graph.output(), graph.repacked
+
+    def repacked_mul_mat(self, w: np.ndarray[Any, Any], dtype: str, x: np.ndarray[Any, Any],
+                         cols: int, threads: int = 1) -> RepackedMulMat:
+        """mul_mat_repacked's graph, built once and kept (a context manager): compute() runs
+        it again, as a benchmark times it, and output() reads y."""
+        n = w.shape[0]
         raw = np.ascontiguousarray(w)
         if raw.nbytes != n * row_bytes(dtype, cols):
             raise ValueError(f"{dtype}[{n}x{cols}] needs {n * row_bytes(dtype, cols)} bytes, "
                              f"got {raw.nbytes}")
-        xs = np.ascontiguousarray(x, np.float32)
-        base, cpu = self.base, self.cpu
-        with ExitStack() as stack:
-            wt, repacked = self._repacked_weight(stack, dtype, cols, raw)
-            ctx = self._metadata_context(stack)
-            xt = base.ggml_new_tensor_2d(ctx, TYPES["f32"], cols, m)
-            out = base.ggml_mul_mat(ctx, wt, xt)
-            graph = base.ggml_new_graph(ctx)
-            base.ggml_build_forward_expand(graph, out)
-            self._buffer(stack, ctx, base.ggml_backend_cpu_buffer_type(), "CPU")
-            base.ggml_backend_tensor_set(xt, xs.ctypes.data, 0, xs.nbytes)
-            backend = cpu.ggml_backend_cpu_init()
-            if not backend:
-                raise RuntimeError("ggml_backend_cpu_init failed")
-            stack.callback(base.ggml_backend_free, backend)
-            cpu.ggml_backend_cpu_set_n_threads(backend, threads)
-            status = base.ggml_backend_graph_compute(backend, graph)
-            if status != 0:
-                raise RuntimeError(f"ggml_backend_graph_compute failed with status {status}")
-            res = (ctypes.c_float * (m * n)).from_address(GgmlTensor.from_address(out).data)
-            return np.array(np.ctypeslib.as_array(res).reshape(m, n), np.float32), repacked
+        return RepackedMulMat(self, raw, dtype, np.ascontiguousarray(x, np.float32), cols, threads)
 
-    def _metadata_context(self, stack: ExitStack) -> int:
+    def metadata_context(self, stack: ExitStack) -> int:
         """A context for tensor metadata only (buffers hold the data), freed with the stack."""
         ctx = self.base.ggml_init(InitParams(1 << 20, None, True))
         if not ctx:
@@ -221,20 +209,20 @@ class GgmlOps:
         stack.callback(self.base.ggml_free, ctx)
         return ctx
 
-    def _buffer(self, stack: ExitStack, ctx: int, buffer_type: int, what: str) -> int:
+    def tensor_buffer(self, stack: ExitStack, ctx: int, buffer_type: int, what: str) -> int:
         buf = self.base.ggml_backend_alloc_ctx_tensors_from_buft(ctx, buffer_type)
         if not buf:
             raise MemoryError(f"{what} buffer allocation failed")
         stack.callback(self.base.ggml_backend_buffer_free, buf)
         return buf
 
-    def _repacked_weight(self, stack: ExitStack, dtype: str, cols: int,
+    def repacked_weight(self, stack: ExitStack, dtype: str, cols: int,
                          raw: np.ndarray[Any, Any]) -> tuple[int, bool]:
         """The weight in a CPU_REPACK buffer: (tensor, whether the buffer repacked it)."""
         base = self.base
-        ctx = self._metadata_context(stack)
+        ctx = self.metadata_context(stack)
         wt = base.ggml_new_tensor_2d(ctx, TYPES[dtype], cols, raw.shape[0])
-        buf = self._buffer(stack, ctx, self.cpu._Z35ggml_backend_cpu_repack_buffer_typev(), "CPU_REPACK")
+        buf = self.tensor_buffer(stack, ctx, self.cpu._Z35ggml_backend_cpu_repack_buffer_typev(), "CPU_REPACK")
         if base.ggml_backend_buffer_name(buf) != b"CPU_REPACK":
             raise RuntimeError("the weight buffer is not the CPU_REPACK buffer type")
         repacked = bool(_TensorExtra.from_address(wt).extra)
@@ -426,3 +414,50 @@ class GgmlOps:
             }
         finally:
             b.ggml_free(ctx)
+
+
+class RepackedMulMat:
+    """One mul_mat graph over a weight in the CPU_REPACK buffer, with its CPU backend."""
+
+    def __init__(self, ops: GgmlOps, raw: np.ndarray[Any, Any], dtype: str,
+                 xs: np.ndarray[Any, Any], cols: int, threads: int) -> None:
+        base, cpu = ops.base, ops.cpu
+        self._base = base
+        self._stack = ExitStack()
+        self._rows, self._n = xs.shape[0], raw.shape[0]
+        try:
+            wt, self.repacked = ops.repacked_weight(self._stack, dtype, cols, raw)
+            ctx = ops.metadata_context(self._stack)
+            xt = base.ggml_new_tensor_2d(ctx, TYPES["f32"], cols, self._rows)
+            self._out = base.ggml_mul_mat(ctx, wt, xt)
+            self._graph = base.ggml_new_graph(ctx)
+            base.ggml_build_forward_expand(self._graph, self._out)
+            ops.tensor_buffer(self._stack, ctx, base.ggml_backend_cpu_buffer_type(), "CPU")
+            base.ggml_backend_tensor_set(xt, xs.ctypes.data, 0, xs.nbytes)
+            self._backend = cpu.ggml_backend_cpu_init()
+            if not self._backend:
+                raise RuntimeError("ggml_backend_cpu_init failed")
+            self._stack.callback(base.ggml_backend_free, self._backend)
+            cpu.ggml_backend_cpu_set_n_threads(self._backend, threads)
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def compute(self) -> None:
+        status = self._base.ggml_backend_graph_compute(self._backend, self._graph)
+        if status != 0:
+            raise RuntimeError(f"ggml_backend_graph_compute failed with status {status}")
+
+    def output(self) -> np.ndarray[Any, Any]:
+        res = (ctypes.c_float * (self._rows * self._n)).from_address(GgmlTensor.from_address(self._out).data)
+        return np.array(np.ctypeslib.as_array(res).reshape(self._rows, self._n), np.float32)
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
