@@ -42,11 +42,19 @@ static inline void v8_prefetch_lines(uintptr_t at, size_t bytes) {
 /* The block at `blk` of the row group at least V8_PREFETCH_BYTES on, along a
  * walk that reads `rows` rows side by side (short rows look several groups
  * on); for rows = 1 this is V8_PREFETCH_BYTES on, rounded up to whole rows. */
+static inline size_t v8_prefetch_rows_offset(size_t row_bytes, size_t rows) {
+    const size_t group = rows * row_bytes;
+    return (V8_PREFETCH_BYTES + group - 1) / group * group;
+}
+
 static inline void v8_prefetch_rows_ahead(const void *blk, size_t row_bytes, size_t rows,
                                           size_t bytes) {
-    const size_t group = rows * row_bytes;
-    const size_t groups = (V8_PREFETCH_BYTES + group - 1) / group;
-    v8_prefetch_lines((uintptr_t)blk + groups * group, bytes);
+    v8_prefetch_lines((uintptr_t)blk + v8_prefetch_rows_offset(row_bytes, rows), bytes);
+}
+
+/* The byte offset v8_prefetch_next_pair prefetches at. */
+static inline size_t v8_prefetch_pair_offset(size_t row_bytes) {
+    return v8_prefetch_rows_offset(row_bytes, 2);
 }
 
 static inline void v8_prefetch_next_pair(const void *blk, size_t row_bytes, size_t bytes) {
