@@ -6,15 +6,24 @@ variants directly."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from cffi_module import ProviderModule
 
+from v8dialect.data.c_abi import constants
 from v8dialect.data.paths import runtime_c_dir
+from v8dialect.evidence.record import Rung
 from v8dialect.runtime.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
 HERE = Path(__file__).resolve().parent
+EMULATION = "test/runtime_c/avx512_int_emulation.h"
+V8_OK = constants(["v8_runtime.h"])["V8_OK"]
+# the isa an emulated variant's evidence names, by its vnni flag
+EMULATED_ISA = {0: "avx512-emulated", 1: "avx512vnni-emulated"}
 
 
 def emulated_module(name: str, harness: Path, kernel: str, declarations: str) -> ProviderModule:
@@ -37,3 +46,27 @@ def emulated_module(name: str, harness: Path, kernel: str, declarations: str) ->
         pytest.skip("the emulation build needs AVX2")
     return mod
 
+
+def check_emulated_gemm(emu: ProviderModule, entry: str, lead: tuple[int, ...], y_ref: np.ndarray,
+                        w: np.ndarray, x: np.ndarray, bias: np.ndarray | None, scratch_bytes: int,
+                        evidence: Callable[..., None], **detail: Any) -> None:
+    """entry(vnni, *lead, y, w, x, bias, m, n, k, scratch, scratch_bytes) of both emulated
+    variants vs the oracle's y_ref [m, n], bit for bit: one production evidence entry each
+    (isa avx512-emulated / avx512vnni-emulated, `detail` with contract and provider), then
+    one assertion naming every variant that differed."""
+    m, k = x.shape
+    n = w.shape[0]
+    failed = {}
+    for vnni, isa in EMULATED_ISA.items():
+        y = np.full((m, n), np.nan, np.float32)
+        scratch = np.zeros(scratch_bytes // 4 + 1, np.float32)
+        st = getattr(emu.lib, entry)(vnni, *lead, emu.ptr(y, "float *"), emu.ptr(w, "void *"),
+                                     emu.ptr(x, "float *"), emu.ptr(bias, "float *"), m, n, k,
+                                     emu.ptr(scratch, "void *"), scratch_bytes)
+        same = int(np.count_nonzero(y_ref.view(np.uint32) == y.view(np.uint32)))
+        ok = st == V8_OK and same == y.size
+        evidence(Rung.PRODUCTION, ok, shape=f"{m}x{n}x{k}", isa=isa, emulation=EMULATION,
+                 bias=bias is not None, bitexact=f"{same}/{y.size}", **detail)
+        if not ok:
+            failed[isa] = (st, f"{same}/{y.size}")
+    assert not failed, failed
