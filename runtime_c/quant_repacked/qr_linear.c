@@ -334,9 +334,11 @@ static void qr_row_task(void *ctx, int64_t task, int worker) {
     }
 }
 
-static v8_status qr_linear(v8_threadpool *pool, int use_ref, int expected, int contract,
-                           float *y, const void *w, const float *x, const float *bias,
-                           int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes) {
+/* variant: the tile functions, NULL for qr_variant_for's (test builds pass one). */
+static v8_status qr_linear(v8_threadpool *pool, int use_ref, const qr_variant *variant,
+                           int expected, int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t m, int64_t n, int64_t k, void *scratch,
+                           size_t scratch_bytes) {
     V8_REQUIRE(contract == expected, V8_ERR_UNKNOWN_SELECTOR);
     V8_REQUIRE(y != NULL && w != NULL && x != NULL && scratch != NULL, V8_ERR_NULL_ARGUMENT);
     V8_REQUIRE(m > 0 && n > 0 && k > 0 && k % V8_QK_K == 0, V8_ERR_BAD_DIMENSION);
@@ -363,7 +365,7 @@ static v8_status qr_linear(v8_threadpool *pool, int use_ref, int expected, int c
     j.row_bytes = (size_t)j.nb * sizeof(v8_block_q4_k);
     j.n_row_tiles = (n + QR_ROWS - 1) / QR_ROWS;
     j.n_tok_tiles = (m + QR_TOKS - 1) / QR_TOKS;
-    qr_task_ctx c = {&j, qr_variant_for(use_ref)};
+    qr_task_ctx c = {&j, variant != NULL ? *variant : qr_variant_for(use_ref)};
     if (use_ref) {
         (void)v8_quantize_q8_k(x, j.a, m, k);
         for (int64_t t = 0; t < m; ++t) {
@@ -397,13 +399,15 @@ static v8_status qr_linear(v8_threadpool *pool, int use_ref, int expected, int c
 v8_status v8_q4_k_repacked_gemv_ref(int contract, float *y, const void *w, const float *x,
                                     const float *bias, int64_t n, int64_t k, void *scratch,
                                     size_t scratch_bytes) {
-    return qr_linear(NULL, 1, QR_GEMV, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+    return qr_linear(NULL, 1, NULL, QR_GEMV, contract, y, w, x, bias, 1, n, k, scratch,
+                     scratch_bytes);
 }
 
 v8_status v8_q4_k_repacked_gemv(int contract, float *y, const void *w, const float *x,
                                 const float *bias, int64_t n, int64_t k, void *scratch,
                                 size_t scratch_bytes) {
-    return qr_linear(NULL, 0, QR_GEMV, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+    return qr_linear(NULL, 0, NULL, QR_GEMV, contract, y, w, x, bias, 1, n, k, scratch,
+                     scratch_bytes);
 }
 
 v8_status v8_q4_k_repacked_gemv_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
@@ -411,19 +415,22 @@ v8_status v8_q4_k_repacked_gemv_parallel_dispatch(v8_threadpool *pool, int contr
                                                   const float *bias, int64_t n, int64_t k,
                                                   void *scratch, size_t scratch_bytes) {
     V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
-    return qr_linear(pool, 0, QR_GEMV, contract, y, w, x, bias, 1, n, k, scratch, scratch_bytes);
+    return qr_linear(pool, 0, NULL, QR_GEMV, contract, y, w, x, bias, 1, n, k, scratch,
+                     scratch_bytes);
 }
 
 v8_status v8_q4_k_repacked_gemm_ref(int contract, float *y, const void *w, const float *x,
                                     const float *bias, int64_t m, int64_t n, int64_t k,
                                     void *scratch, size_t scratch_bytes) {
-    return qr_linear(NULL, 1, QR_GEMM, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+    return qr_linear(NULL, 1, NULL, QR_GEMM, contract, y, w, x, bias, m, n, k, scratch,
+                     scratch_bytes);
 }
 
 v8_status v8_q4_k_repacked_gemm(int contract, float *y, const void *w, const float *x,
                                 const float *bias, int64_t m, int64_t n, int64_t k,
                                 void *scratch, size_t scratch_bytes) {
-    return qr_linear(NULL, 0, QR_GEMM, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+    return qr_linear(NULL, 0, NULL, QR_GEMM, contract, y, w, x, bias, m, n, k, scratch,
+                     scratch_bytes);
 }
 
 v8_status v8_q4_k_repacked_gemm_parallel_dispatch(v8_threadpool *pool, int contract, float *y,
@@ -431,5 +438,6 @@ v8_status v8_q4_k_repacked_gemm_parallel_dispatch(v8_threadpool *pool, int contr
                                                   const float *bias, int64_t m, int64_t n,
                                                   int64_t k, void *scratch, size_t scratch_bytes) {
     V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);
-    return qr_linear(pool, 0, QR_GEMM, contract, y, w, x, bias, m, n, k, scratch, scratch_bytes);
+    return qr_linear(pool, 0, NULL, QR_GEMM, contract, y, w, x, bias, m, n, k, scratch,
+                     scratch_bytes);
 }

@@ -273,9 +273,11 @@ static void qt_tile_task(void *ctx, int64_t task, int worker) {
     c->tile(j, r0, r1, t0, t1);
 }
 
-static v8_status qt_linear(v8_threadpool *pool, int use_ref, qt_format fmt, int contract,
-                           float *y, const void *w, const float *x, const float *bias,
-                           int64_t m, int64_t n, int64_t k, void *scratch, size_t scratch_bytes) {
+/* tile: the variant's tile function, NULL for qt_tile_for's (test builds pass one). */
+static v8_status qt_linear(v8_threadpool *pool, int use_ref, qt_tile_fn tile, qt_format fmt,
+                           int contract, float *y, const void *w, const float *x,
+                           const float *bias, int64_t m, int64_t n, int64_t k, void *scratch,
+                           size_t scratch_bytes) {
     V8_REQUIRE(contract == qt_selector(fmt), V8_ERR_UNKNOWN_SELECTOR);
     V8_REQUIRE(y != NULL && w != NULL && x != NULL && scratch != NULL, V8_ERR_NULL_ARGUMENT);
     V8_REQUIRE(m > 0 && n > 0 && k > 0 && k % V8_QK_K == 0, V8_ERR_BAD_DIMENSION);
@@ -298,7 +300,7 @@ static v8_status qt_linear(v8_threadpool *pool, int use_ref, qt_format fmt, int 
     j.n_row_tiles = (n + QT_ROW_TILE - 1) / QT_ROW_TILE;
     j.n_tok_tiles = (m + QT_TOK_TILE - 1) / QT_TOK_TILE;
     const int64_t groups = (m + QT_GROUP - 1) / QT_GROUP;
-    qt_task_ctx c = {&j, qt_tile_for(use_ref)};
+    qt_task_ctx c = {&j, tile != NULL ? tile : qt_tile_for(use_ref)};
     if (use_ref) {
         (void)v8_quantize_q8_k(x, j.a, m, k);
         for (int64_t t = 0; t < m; ++t) {
@@ -330,13 +332,13 @@ static v8_status qt_linear(v8_threadpool *pool, int use_ref, qt_format fmt, int 
                                             const float *x, const float *bias, int64_t m,       \
                                             int64_t n, int64_t k, void *scratch,                \
                                             size_t scratch_bytes) {                             \
-        return qt_linear(NULL, 1, FMT, contract, y, w, x, bias, m, n, k, scratch,               \
+        return qt_linear(NULL, 1, NULL, FMT, contract, y, w, x, bias, m, n, k, scratch,         \
                          scratch_bytes);                                                        \
     }                                                                                           \
     v8_status v8_##fmtname##_tiled_gemm(int contract, float *y, const void *w, const float *x,  \
                                         const float *bias, int64_t m, int64_t n, int64_t k,     \
                                         void *scratch, size_t scratch_bytes) {                  \
-        return qt_linear(NULL, 0, FMT, contract, y, w, x, bias, m, n, k, scratch,               \
+        return qt_linear(NULL, 0, NULL, FMT, contract, y, w, x, bias, m, n, k, scratch,         \
                          scratch_bytes);                                                        \
     }                                                                                           \
     v8_status v8_##fmtname##_tiled_gemm_parallel_dispatch(                                      \
@@ -344,7 +346,7 @@ static v8_status qt_linear(v8_threadpool *pool, int use_ref, qt_format fmt, int 
         const float *bias, int64_t m, int64_t n, int64_t k, void *scratch,                      \
         size_t scratch_bytes) {                                                                 \
         V8_REQUIRE(pool != NULL, V8_ERR_BAD_THREADING);                                         \
-        return qt_linear(pool, 0, FMT, contract, y, w, x, bias, m, n, k, scratch,               \
+        return qt_linear(pool, 0, NULL, FMT, contract, y, w, x, bias, m, n, k, scratch,         \
                          scratch_bytes);                                                        \
     }
 

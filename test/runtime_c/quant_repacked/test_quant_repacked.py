@@ -13,10 +13,12 @@ routing     which weight types llama.cpp repacks on this CPU; the repacked resul
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from avx512_int_emulated import check_emulated_gemm, emulated_module
 from qr_support import (
     ALL_FEATURES,
     CONTRACT_GEMM,
@@ -29,6 +31,7 @@ from qr_support import (
     bitexact,
     make_activation,
     make_weights,
+    random_blocks,
 )
 from quant_bounds import bound_activation, bound_blocks
 from repacked_model import repacked_gemm
@@ -319,3 +322,51 @@ def test_production_at_the_integer_bounds(qr: QR, evidence: Any, m: int) -> None
                 assert st == V8_OK and same == total, (shape, isa, hex(mask), same, total)
     finally:
         qr.lib.v8_cpu_restrict(ALL_FEATURES)
+
+
+# ---- AVX-512 variants, emulated (hosts without AVX-512) ----------------------------------------
+
+# tokens: m < 4 (super-block tiles only), m % 4 == 3 (a 3-token super-block tail), m % 4 == 1
+# (a one-token tail: the paired-row GEMV), 64 + 1; rows not a multiple of the 16-row tile
+EMU_CASES = [((264, 512), 3), ((40, 512), 7), ((100, 768), 33), ((520, 256), 65)]
+
+
+@pytest.fixture(scope="module")
+def qr_emulated() -> Any:
+    """qr_linear.c built with its AVX-512 variants on portable intrinsic emulations."""
+    return emulated_module("v8_qr_avx512_emulated", Path(__file__).parent / "qr_avx512_emulated.c",
+                           "quant_repacked/qr_linear.c", """
+        int qr_emulated_avx512_gemm(int vnni, float *y, const void *w, const float *x,
+                                    const float *bias, int64_t m, int64_t n, int64_t k,
+                                    void *scratch, size_t scratch_bytes);""")
+
+
+def emulated_vs_oracle(qr: QR, emu: Any, evidence: Any, w: np.ndarray, x: np.ndarray,
+                       bias: np.ndarray | None, **detail: Any) -> None:
+    st, y_ref = qr.run("gemm", "ref", w, x, bias=bias)
+    assert st == V8_OK
+    check_emulated_gemm(emu, "qr_emulated_avx512_gemm", (), y_ref, w, x, bias,
+                        qr.lib.v8_qlr_gemm_scratch_bytes(*x.shape), evidence, **who(x.shape[0]),
+                        **detail)
+
+
+@pytest.mark.parametrize("case", EMU_CASES, ids=[f"{sid(s)}-m{m}" for s, m in EMU_CASES])
+def test_emulated_avx512_gemm_vs_oracle(qr: QR, qr_emulated: Any, weights: Any, evidence: Any,
+                                        case: tuple[tuple[int, int], int]) -> None:
+    """Both AVX-512 variants of the GEMM (token-lane tile: int16 group dots, or dpbusd with
+    VNNI; super-block tile for the m mod 4 tail) on ggml-quantized weights and on random
+    bytes in every field, with a bias."""
+    (n, k), m = case
+    x = make_activation(m, k, 41 + m)
+    bias = make_activation(1, n, 6)[0]
+    for weights_kind, w in (("ggml_quantized", weights.get(n, k)),
+                            ("random_blocks", random_blocks(n, k, 13 + n))):
+        emulated_vs_oracle(qr, qr_emulated, evidence, w, x, bias, inputs=weights_kind)
+
+
+@pytest.mark.parametrize("m", [1, 7, 33])
+def test_emulated_avx512_gemm_at_the_integer_bounds(qr: QR, qr_emulated: Any, evidence: Any,
+                                                    m: int) -> None:
+    n, k = 40, 512
+    emulated_vs_oracle(qr, qr_emulated, evidence, bound_blocks("q4_k", n, k, 0), bound_activation(m, k),
+                       None, inputs="integer_bounds")

@@ -7,7 +7,6 @@ untouched."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from avx512_int_emulated import emulated_module
 from qr_support import (
     ALL_FEATURES,
     CDEF,
@@ -28,9 +28,8 @@ from qr_support import (
 )
 
 from v8dialect.data.c_abi import constants, declared_in
-from v8dialect.data.paths import runtime_c_dir
 from v8dialect.evidence.record import Rung
-from v8dialect.runtime.cbuild import BASE_CFLAGS, RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
+from v8dialect.runtime.cbuild import RUNTIME_CORE_SOURCES, CBuild, build, runtime_cdef
 
 _V8 = constants(["v8_runtime.h"])
 V8_OK = _V8["V8_OK"]
@@ -351,30 +350,15 @@ EMULATED_C = HERE / "qx_avx512_emulated.c"
 
 
 @pytest.fixture(scope="module")
-def qx_emulated(qx: QX) -> Any:
+def qx_emulated() -> Any:
     """qr_x16.c built with its AVX-512 variants on portable intrinsic emulations (AVX2 host)."""
-    if qx.lib.v8_cpu_best_isa() < 1:
-        pytest.skip("the emulation build needs AVX2")
-    x16_src = (runtime_c_dir() / "quant_repacked" / "qr_x16.c").read_bytes()
-    mod = build(CBuild(
-        name="v8_qx_avx512_emulated",
-        cdef=runtime_cdef() + """
-            int q6x_emulated_avx512_gemv(float *y, const void *w, const float *x,
-                                         const float *bias, int64_t n, int64_t k, void *scratch,
-                                         size_t scratch_bytes);
-            int qx_emulated_avx512_gemv(int vnni, float *y, const void *w, const float *x,
-                                        const float *bias, int64_t n, int64_t k, void *scratch,
-                                        size_t scratch_bytes);""",
-        # compiled as the module's own source: the object cache keys runtime sources by their
-        # content and headers, not by a .c they include, so the digest of qr_x16.c is spelled
-        # into the source text
-        source=f"/* qr_x16.c {hashlib.sha256(x16_src).hexdigest()} */\n"
-               f"/* harness {hashlib.sha256(EMULATED_C.read_bytes()).hexdigest()} */\n"
-               '#include "qx_avx512_emulated.c"\n',
-        runtime_sources=RUNTIME_CORE_SOURCES + ("quant/q_formats.c",),
-        include_dirs=(HERE,),
-        cflags=(*BASE_CFLAGS, "-mavx2", "-mfma", "-mf16c")))
-    return mod
+    return emulated_module("v8_qx_avx512_emulated", EMULATED_C, "quant_repacked/qr_x16.c", """
+        int q6x_emulated_avx512_gemv(float *y, const void *w, const float *x,
+                                     const float *bias, int64_t n, int64_t k, void *scratch,
+                                     size_t scratch_bytes);
+        int qx_emulated_avx512_gemv(int vnni, float *y, const void *w, const float *x,
+                                    const float *bias, int64_t n, int64_t k, void *scratch,
+                                    size_t scratch_bytes);""")
 
 
 EMU_SHAPES = [(1, 256), (17, 512), (100, 768), (256, 1024)]

@@ -12,10 +12,12 @@ routing     the block-order GEMM equals llama.cpp below 8 rows and differs from 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from avx512_int_emulated import check_emulated_gemm, emulated_module
 from qt_model import tiled_gemm
 from qt_support import (
     ALL_FEATURES,
@@ -27,6 +29,7 @@ from qt_support import (
     QT,
     bitexact,
     make_activation,
+    random_blocks,
 )
 from quant_bounds import bound_activation, bound_blocks
 
@@ -292,3 +295,52 @@ def test_production_at_the_integer_bounds(qt: QT, evidence: Any, fmt: str, scale
             assert st == V8_OK and same == total, (isa, hex(mask), same, total)
     finally:
         qt.lib.v8_cpu_restrict(ALL_FEATURES)
+
+
+# ---- AVX-512 tile variants, emulated (hosts without AVX-512) ----------------------------------
+
+FORMAT_INDEX = {"q4_k": 0, "q5_k": 1, "q6_k": 2}  # qt_linear.c's qt_format
+# rows not a multiple of the 16-row tile, tokens not a multiple of the 16-token group
+EMU_CASES = [((40, 512), 33), ((256, 512), 7), ((100, 768), 65)]
+
+
+@pytest.fixture(scope="module")
+def qt_emulated() -> Any:
+    """qt_linear.c built with its AVX-512 tile variants on portable intrinsic emulations."""
+    return emulated_module("v8_qt_avx512_emulated", Path(__file__).parent / "qt_avx512_emulated.c",
+                           "quant_tiled/qt_linear.c", """
+        int qt_emulated_avx512_gemm(int vnni, int fmt, float *y, const void *w, const float *x,
+                                    const float *bias, int64_t m, int64_t n, int64_t k,
+                                    void *scratch, size_t scratch_bytes);""")
+
+
+def emulated_vs_oracle(qt: QT, emu: Any, evidence: Any, fmt: str, w: np.ndarray, x: np.ndarray,
+                       bias: np.ndarray | None, **detail: Any) -> None:
+    st, y_ref = qt.gemm(fmt, "ref", w, x, bias=bias)
+    assert st == V8_OK
+    check_emulated_gemm(emu, "qt_emulated_avx512_gemm", (FORMAT_INDEX[fmt],), y_ref, w, x, bias,
+                        qt.lib.v8_qlt_gemm_scratch_bytes(*x.shape), evidence,
+                        contract=CONTRACT[fmt], provider=provider(fmt), **detail)
+
+
+@pytest.mark.parametrize("case", EMU_CASES, ids=[f"{sid(s)}-m{m}" for s, m in EMU_CASES])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_emulated_avx512_vs_oracle(qt: QT, qt_emulated: Any, weights: Any, evidence: Any, fmt: str,
+                                   case: tuple[tuple[int, int], int]) -> None:
+    """Both AVX-512 tile variants (plain: int16 group dots; VNNI: dpbusd) on ggml-quantized
+    weights and on random bytes in every field, with a bias."""
+    (n, k), m = case
+    x = make_activation(m, k, 41 + m)
+    bias = make_activation(1, n, 6)[0]
+    for weights_kind, w in (("ggml_quantized", weights.get(fmt, n, k)),
+                            ("random_blocks", random_blocks(fmt, n, k, 13 + n))):
+        emulated_vs_oracle(qt, qt_emulated, evidence, fmt, w, x, bias, inputs=weights_kind)
+
+
+@pytest.mark.parametrize("fmt,scale_byte", BOUND_CASES, ids=[f"{f}-{b:#x}" for f, b in BOUND_CASES])
+def test_emulated_avx512_at_the_integer_bounds(qt: QT, qt_emulated: Any, evidence: Any, fmt: str,
+                                               scale_byte: int) -> None:
+    n, k, m = 40, 512, 33
+    x = bound_activation(m, k)
+    emulated_vs_oracle(qt, qt_emulated, evidence, fmt, bound_blocks(fmt, n, k, scale_byte), x, None,
+                       inputs="integer_bounds")
