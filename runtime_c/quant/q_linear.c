@@ -136,6 +136,7 @@ static ql_impl ql_impl_for(ql_format fmt, int use_ref) {
         return im;
     case V8_ISA_AVX2:
         im.rows = fmt == QL_Q4K ? q4k_rows_avx2 : q6k_rows_avx2;
+        im.tile = fmt == QL_Q4K ? q4k_tile_avx2 : q6k_tile_avx2;
         return im;
     default:
         return im;
