@@ -43,6 +43,13 @@ static void q8k_block(const float *x, v8_block_q8_k *y) {
     y->d = 1.0f / iscale;
 }
 
+/* iscale of a vector block; 0 when it overflows (a block so small that the
+ * scalar block's conversions must handle it). */
+static inline int q8k_iscale(float max, float *iscale) {
+    *iscale = -127.0f / max;
+    return fabsf(*iscale) <= FLT_MAX;
+}
+
 /* The same block on AVX-512 when every value and iscale are finite (any other
  * block takes the scalar path; returns 0 before writing): the largest magnitude by a max reduction, its first
  * occurrence by compare masks, then iscale * x rounded to nearest even by
@@ -74,9 +81,9 @@ __attribute__((target("avx512f,avx512bw"))) static int q8k_block_avx512(const fl
             break;
         }
     }
-    const float iscale = -127.0f / max;
-    if (!(fabsf(iscale) <= FLT_MAX)) {
-        return 0;   /* a block so small that iscale overflows: the scalar block's conversions */
+    float iscale;
+    if (!q8k_iscale(max, &iscale)) {
+        return 0;
     }
     const __m512 vs = _mm512_set1_ps(iscale);
     for (int g = 0; g < V8_QK_K / 16; ++g) {
@@ -89,6 +96,61 @@ __attribute__((target("avx512f,avx512bw"))) static int q8k_block_avx512(const fl
     return 1;
 }
 
+/* q8k_block_avx512 with 8 lanes, for AVX2 hosts: the same steps (largest
+ * magnitude, its first occurrence, iscale * x rounded to nearest even by the
+ * conversion, capped at 127, 16-value sums), so the same bytes. */
+__attribute__((target("avx2"))) static int q8k_block_avx2(const float *x, v8_block_q8_k *y) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 vmax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int j = 0; j < V8_QK_K; j += 8) {
+        const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j));
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, _mm256_set1_ps(FLT_MAX), _CMP_NLE_UQ));
+        vmax = _mm256_max_ps(vmax, a);
+    }
+    if (_mm256_movemask_ps(bad)) {
+        return 0;
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float amax = _mm_cvtss_f32(m);
+    if (amax == 0.0f) {
+        memset(y, 0, sizeof(*y));
+        return 1;
+    }
+    float max = 0.0f;
+    for (int j = 0; j < V8_QK_K; j += 8) {
+        const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j));
+        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(amax), _CMP_EQ_OQ));
+        if (hit) {
+            max = x[j + __builtin_ctz((unsigned)hit)];
+            break;
+        }
+    }
+    float iscale;
+    if (!q8k_iscale(max, &iscale)) {
+        return 0;
+    }
+    const __m256 vs = _mm256_set1_ps(iscale);
+    const __m256i cap = _mm256_set1_epi32(127);
+    for (int g = 0; g < V8_QK_K / 16; ++g) {
+        const __m256i q0 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + 16 * g))), cap);
+        const __m256i q1 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + 16 * g + 8))), cap);
+        /* |q| <= 127: the saturating packs are exact; packs interleaves the
+         * 128-bit halves, the permute restores element order */
+        const __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8);
+        _mm_storeu_si128((__m128i *)(void *)(y->qs + 16 * g),
+                         _mm_packs_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1)));
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(_mm256_add_epi32(q0, q1)),
+                                  _mm256_extracti128_si256(_mm256_add_epi32(q0, q1), 1));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+        y->bsums[g] = (int16_t)_mm_cvtsi128_si32(s);
+    }
+    y->d = 1.0f / iscale;
+    return 1;
+}
+
 v8_status v8_quantize_q8_k(const float *x, void *y, int64_t rows, int64_t k) {
     V8_REQUIRE(x != NULL && y != NULL, V8_ERR_NULL_ARGUMENT);
     int64_t nb;
@@ -96,10 +158,13 @@ v8_status v8_quantize_q8_k(const float *x, void *y, int64_t rows, int64_t k) {
     V8_REQUIRE(st == V8_OK, st);
     V8_REQUIRE(rows > 0, V8_ERR_BAD_DIMENSION);
     v8_block_q8_k *out = (v8_block_q8_k *)y;
-    const int wide = v8_cpu_best_isa() == V8_ISA_AVX512;
+    const v8_isa isa = v8_cpu_best_isa();
     for (int64_t i = 0; i < rows * nb; ++i) {
-        if (!wide || !q8k_block_avx512(x + i * V8_QK_K, out + i)) {
-            q8k_block(x + i * V8_QK_K, out + i);
+        const float *xb = x + i * V8_QK_K;
+        const int done = isa == V8_ISA_AVX512 ? q8k_block_avx512(xb, out + i)
+                         : isa == V8_ISA_AVX2 ? q8k_block_avx2(xb, out + i) : 0;
+        if (!done) {
+            q8k_block(xb, out + i);
         }
     }
     return V8_OK;

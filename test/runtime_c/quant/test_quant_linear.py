@@ -121,7 +121,7 @@ def test_q8_k_quantizer_matches_numpy_model(ql: QL, evidence: Any) -> None:
     x[2, 9] = 5e3
     x[3, :256] = np.float32(0.5) / np.float32(127) * np.arange(-128, 128, dtype=np.float32)
     model = q8_k_bytes(*numpy_q8_k(x))
-    # the full CPU takes the AVX-512 block (where it has it), mask 0 the scalar one
+    # the full CPU takes its vector block (AVX-512 or AVX2), mask 0 the scalar one
     for mask in (ALL_FEATURES, 0):
         with cpu_restricted(ql, mask):
             ours = ql.quantize("q8_k", x)
