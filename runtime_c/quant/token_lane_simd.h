@@ -44,6 +44,7 @@
 #undef TL_GSCALE
 #undef TL_GSCALE_CONST
 #undef TL_PAIR16
+#undef TL_PACK16
 #undef TL_MADD16
 #undef TL_CVT
 #undef TL_SET1_F
@@ -70,6 +71,9 @@
 #define TL_SUB_F(a, b) v8f_sub(a, b)
 #define TL_FNMADD(a, b, c) v8f_fnma(a, b, c)
 #define TL_FMADD(a, b, c) v8f_fma(a, b, c)
+/* two int32 scalars of magnitude below 2^15 as one int16 pair (lo, hi), the
+ * broadcast constant of a TL_MADD16 */
+#define TL_PACK16(lo, hi) ((int32_t)(((uint32_t)(lo) & 0xffffu) | ((uint32_t)(hi) << 16)))
 
 #if defined(V8_SIMD_AVX512)
 #define TL_ZERO_I() _mm512_setzero_si512()
@@ -82,7 +86,7 @@
 #else
 #define TL_GDOT4(acc, w, a) _mm512_add_epi16(acc, _mm512_maddubs_epi16(w, a))
 #define TL_GSCALE(acc, s) _mm512_madd_epi16(acc, s)
-#define TL_GSCALE_CONST(s) ((int32_t)(((uint32_t)(s) & 0xffffu) | ((uint32_t)(s) << 16)))
+#define TL_GSCALE_CONST(s) TL_PACK16(s, s)
 #define TL_DOT4(acc, w, a) \
     _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w, a), _mm512_set1_epi16(1)))
 #endif
@@ -96,7 +100,7 @@
     _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)))
 #define TL_GDOT4(acc, w, a) _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, a))
 #define TL_GSCALE(acc, s) _mm256_madd_epi16(acc, s)
-#define TL_GSCALE_CONST(s) ((int32_t)(((uint32_t)(s) & 0xffffu) | ((uint32_t)(s) << 16)))
+#define TL_GSCALE_CONST(s) TL_PACK16(s, s)
 #define TL_CVT(a) _mm256_cvtepi32_ps(a)
 #define TL_MADD16(a, b) _mm256_madd_epi16(a, b)
 #define TL_PAIR16(lo, hi) _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA)
