@@ -103,3 +103,24 @@ def test_count_outside_the_built_range_is_refused(model: Path) -> None:
             assert all(np.isnan(o).all() for o in out)
     finally:
         s.close()
+
+
+def test_reset_clears_the_caches_in_place(model: Path) -> None:
+    """A reset keeps the cache buffers (their pages stay mapped) and zeroes every position the
+    last sequence wrote; the next sequence then gives the bits of a
+    fresh session."""
+    used, fresh = session(model, 16), session(model, 16)
+    try:
+        used.prefill(PROMPT[:20], workers=1, ubatch=16)
+        used.decode(3, workers=1)
+        held = {k: v for k, v in used.state.items()}
+        assert any(v.any() for v in held.values())
+        used.reset()
+        assert all(used.state[k] is v and not v.any() for k, v in held.items())
+        again = used.prefill(PROMPT[5:30], workers=2, ubatch=16)
+        want = fresh.prefill(PROMPT[5:30], workers=2, ubatch=16)
+        assert np.array_equal(bits(again), bits(want))
+        assert all(np.array_equal(used.state[k], fresh.state[k]) for k in held)
+    finally:
+        used.close()
+        fresh.close()

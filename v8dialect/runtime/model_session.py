@@ -232,6 +232,7 @@ class ModelSession:
     weights: Mapping[str, Mapping[str, np.ndarray[Any, Any]]]
     state: dict[str, np.ndarray[Any, Any]] = field(default_factory=dict[str, np.ndarray[Any, Any]])
     n_past: int = 0
+    written: int = 0  # cache positions a run may have written since the last reset
 
     @classmethod
     def open(cls, model: Path, circuit: str, *, prefill_tokens: int, kv_capacity: int | None = None,
@@ -269,20 +270,32 @@ class ModelSession:
         return ("?", "?")
 
     def reset(self) -> None:
-        """Empty caches and states: the next prefill starts a new sequence."""
+        """Empty caches and states: the next prefill starts a new sequence.  Buffers that
+        exist are cleared in place (only the cache positions written since the last reset):
+        fresh ones would fault their pages in again during the next timed prefill."""
         sig = self.program.phases["decode" if "decode" in self.program.phases else "prefill"]
-        self.state = {}
         try:
             for buf in sig.inputs:
                 if buf.name.endswith("_cache"):
-                    self.state[buf.name] = np.zeros(buf.shape, np.uint16)
+                    self.clear(buf.name, buf.shape, np.uint16, positions=True)
                 elif buf.name.endswith(("conv_state", "ssm_state")):
-                    self.state[buf.name] = np.zeros(buf.shape, F32)
+                    self.clear(buf.name, buf.shape, F32, positions=False)
         except MemoryError as e:  # a KV capacity this machine cannot hold is the user's input
             self.state = {}
             raise SessionError(f"the KV caches and recurrent states do not fit in memory ({e}); "
                                "build with a smaller --kv-capacity") from None
-        self.n_past = 0
+        self.n_past = self.written = 0
+
+    def clear(self, name: str, shape: tuple[int, ...], dtype: type[np.generic], *,
+              positions: bool) -> None:
+        """Zero one state buffer: a cache (positions on axis 1) up to the written mark."""
+        held = self.state.get(name)
+        if held is None or held.shape != shape or held.dtype != dtype:
+            self.state[name] = np.zeros(shape, dtype)
+        elif positions:
+            held[:, :self.written] = 0
+        else:
+            held.fill(0)
 
     def positions(self, program: Program, phase: str, t: int) -> np.ndarray[Any, Any]:
         """Token positions as a token batch gives them: one stream, or for multi-section
@@ -311,6 +324,7 @@ class ModelSession:
             phase = "decode"
         built = self.built(len(toks)) if phase == "prefill" else next(iter(self.programs.values()))
         pos = self.positions(built.program, phase, len(toks)) if positions is None else positions
+        self.written = max(self.written, self.n_past + len(toks))
         outputs = built.program.run(phase, n_past=self.n_past, workers=workers, tokens=toks,
                                     positions=pos, **self.state, **self.weights[phase])
         self.n_past += len(toks)
