@@ -61,4 +61,15 @@ static inline void v8_prefetch_next_pair(const void *blk, size_t row_bytes, size
     v8_prefetch_rows_ahead(blk, row_bytes, 2, bytes);
 }
 
+/* The lines of [at, at + bytes) a kernel is about to write.  A GEMM tile writes
+ * each token's few outputs at a stride of a whole output row, so every store
+ * starts a line fill from DRAM; issued a super-block ahead, those fills overlap
+ * the tile's arithmetic instead of stalling its stores. */
+static inline void v8_prefetch_for_write(const void *at, size_t bytes) {
+    const uintptr_t first = (uintptr_t)at & ~(uintptr_t)63;
+    for (uintptr_t p = first; p < (uintptr_t)at + bytes; p += 64) {
+        __builtin_prefetch((const void *)p, 1, 3);
+    }
+}
+
 #endif
