@@ -17,6 +17,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/prefetch.h"
 #include "quant/q8k_groups.h"
 #include "quant_tiled/v8_quant_tiled.h"
 
