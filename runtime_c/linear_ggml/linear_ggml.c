@@ -230,7 +230,8 @@ static float V8_SIMD_FN(dot_blocks)(const float *w, const float *x, int64_t k, i
 #define LG_TILE_TOKENS 6
 #define LG_TOKEN_BLOCK 48 /* a multiple of LG_TILE_TOKENS */
 static inline __attribute__((always_inline)) void V8_SIMD_FN(tile)(const lg_args *a, int64_t n0,
-                                                              int64_t m0, const int rn) {
+                                                              int64_t m0, const int rn,
+                                                              const int prefetch) {
     const int64_t k = a->k;
     __m512 acc[4][LG_TILE_TOKENS];
     #pragma GCC unroll 8
@@ -246,7 +247,9 @@ static inline __attribute__((always_inline)) void V8_SIMD_FN(tile)(const lg_args
         __m512 wv[4];
         #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
-            v8_prefetch_rows_ahead(w + i * k + l, (size_t)k * sizeof(float), 4, 64);
+            if (prefetch) {
+                v8_prefetch_rows_ahead(w + i * k + l, (size_t)k * sizeof(float), 4, 64);
+            }
             wv[i] = _mm512_loadu_ps(w + i * k + l);
         }
         #pragma GCC unroll 8
@@ -276,14 +279,15 @@ static void V8_SIMD_FN(rows)(const lg_args *a, int64_t n0, int64_t n1) {
             for (int64_t nb = n0; nb < n1; nb += 4) {
                 int64_t m0 = mb;
                 for (; m0 + LG_TILE_TOKENS <= me; m0 += LG_TILE_TOKENS) {
-                    V8_SIMD_FN(tile)(a, nb, m0, LG_TILE_TOKENS);
+                    V8_SIMD_FN(tile)(a, nb, m0, LG_TILE_TOKENS, m0 == mb); /* see rows8 */
                 }
+                const int first = m0 == mb;
                 switch (me - m0) {
-                case 5: V8_SIMD_FN(tile)(a, nb, m0, 5); break;
-                case 4: V8_SIMD_FN(tile)(a, nb, m0, 4); break;
-                case 3: V8_SIMD_FN(tile)(a, nb, m0, 3); break;
-                case 2: V8_SIMD_FN(tile)(a, nb, m0, 2); break;
-                case 1: V8_SIMD_FN(tile)(a, nb, m0, 1); break;
+                case 5: V8_SIMD_FN(tile)(a, nb, m0, 5, first); break;
+                case 4: V8_SIMD_FN(tile)(a, nb, m0, 4, first); break;
+                case 3: V8_SIMD_FN(tile)(a, nb, m0, 3, first); break;
+                case 2: V8_SIMD_FN(tile)(a, nb, m0, 2, first); break;
+                case 1: V8_SIMD_FN(tile)(a, nb, m0, 1, first); break;
                 default: break;
                 }
             }
@@ -411,7 +415,8 @@ static float V8_SIMD_FN(dot_blocks8)(const float *w, const float *x, int64_t k, 
  * ymm registers; RN is a constant at every call site. */
 #define LG_TILE8_TOKENS 3
 static inline __attribute__((always_inline)) void V8_SIMD_FN(tile8)(const lg_args *a, int64_t n0,
-                                                             int64_t m0, const int rn) {
+                                                             int64_t m0, const int rn,
+                                                             const int prefetch) {
     const int64_t k = a->k;
     __m256 acc[4][LG_TILE8_TOKENS];
     #pragma GCC unroll 8
@@ -431,7 +436,7 @@ static inline __attribute__((always_inline)) void V8_SIMD_FN(tile8)(const lg_arg
         }
         #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
-            if ((l & 15) == 0) { /* one 64-byte line per row every other step */
+            if (prefetch && (l & 15) == 0) { /* one 64-byte line per row every other step */
                 v8_prefetch_rows_ahead(w + i * k + l, (size_t)k * sizeof(float), 4, 64);
             }
             const __m256 wv = _mm256_loadu_ps(w + i * k + l);
@@ -456,13 +461,17 @@ static void V8_SIMD_FN(rows8)(const lg_args *a, int64_t n0, int64_t n1) {
             const int64_t me = mb + LG_TOKEN_BLOCK < a->m ? mb + LG_TOKEN_BLOCK : a->m;
             for (int64_t nb = n0; nb < n1; nb += 4) {
                 int64_t m0 = mb;
+                /* only the block's first tile prefetches the next four rows: from
+                 * every tile, the repeated prefetches kept pulling those rows into
+                 * L1 over the current rows and tokens (the 32768-row head at 512
+                 * tokens ran at half speed on AMD EPYC) */
                 for (; m0 + LG_TILE8_TOKENS <= me; m0 += LG_TILE8_TOKENS) {
-                    V8_SIMD_FN(tile8)(a, nb, m0, LG_TILE8_TOKENS);
+                    V8_SIMD_FN(tile8)(a, nb, m0, LG_TILE8_TOKENS, m0 == mb);
                 }
                 if (me - m0 == 2) {
-                    V8_SIMD_FN(tile8)(a, nb, m0, 2);
+                    V8_SIMD_FN(tile8)(a, nb, m0, 2, m0 == mb);
                 } else if (me - m0 == 1) {
-                    V8_SIMD_FN(tile8)(a, nb, m0, 1);
+                    V8_SIMD_FN(tile8)(a, nb, m0, 1, m0 == mb);
                 }
             }
         }
