@@ -160,16 +160,17 @@ def prefill_rate(v8: Any, ll: Any, prompt: list[int], threads: int,
     prefill is seconds long, and this host's noise moves single runs by 20%)."""
     t_v8: list[float] = []
     t_ll: list[float] = []
+
+    def ours() -> None:
+        v8.reset()
+        t_v8.append(settled(lambda: v8.prefill(prompt, threads, 512)))
+
+    def theirs() -> None:
+        session = ll.session(ll_config(threads, len(prompt)))
+        t_ll.append(settled(lambda: session.eval(prompt)))
+        session.close()
+
     for r in range(rounds):
-        def ours() -> None:
-            v8.reset()
-            t_v8.append(settled(lambda: v8.prefill(prompt, threads, 512)))
-
-        def theirs() -> None:
-            session = ll.session(ll_config(threads, len(prompt)))
-            t_ll.append(settled(lambda: session.eval(prompt)))
-            session.close()
-
         for fn in (ours, theirs) if r % 2 == 0 else (theirs, ours):
             fn()
     return len(prompt) / min(t_v8), len(prompt) / min(t_ll)

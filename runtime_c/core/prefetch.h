@@ -1,4 +1,5 @@
-/* Software prefetch of weight streams, shared by the quantized kernels.
+/* Software prefetch of weight streams (and of a GEMM tile's output lines),
+ * shared by the quantized and fp32 linear kernels.
  *
  * A GEMV reads every weight once, at the speed the core's own requests are
  * served from L3 / DRAM; the hardware prefetcher alone leaves a large part of
