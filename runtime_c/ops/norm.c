@@ -3,10 +3,12 @@
  * The arithmetic is ggml's rms_norm followed by mul: squares rounded to fp32,
  * summed in fp64 in ascending order, the mean rounded to fp32, and the
  * weight applied after the scale.  The fp64 sum is one serial dependency
- * chain by definition, so there is no SIMD variant that keeps the bits
- * (lanes would reassociate the sum); the production path is the scalar row
- * routine and the threadpool splits rows. */
+ * chain by definition, so there is no SIMD variant over one row that keeps
+ * the bits (lanes would reassociate the sum); the production path is the
+ * scalar row routine, running several rows' chains side by side, and the
+ * threadpool splits rows. */
 #include <math.h>
+#include <string.h>
 
 #include "ops/ops_internal.h"
 
@@ -51,22 +53,72 @@ static void norm_oracle(const norm_args *a) {
 
 /* ---- production rows (also the threadpool's unit of work) -------------- */
 
+/* The fp64 sum of a row is one serial chain (an add's latency per element),
+ * which left the adder idle most of the time; four rows' chains run side by
+ * side instead, each in its own register, each still summing its own squares
+ * in ascending order, so the bits are the oracle's. */
+static inline double square(float v) {
+    return (double)(v * v);
+}
+
+static void sum_squares4(const float *x, int64_t n, double sum[4]) {
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        s0 += square(x[i]);
+        s1 += square(x[n + i]);
+        s2 += square(x[2 * n + i]);
+        s3 += square(x[3 * n + i]);
+    }
+    sum[0] = s0;
+    sum[1] = s1;
+    sum[2] = s2;
+    sum[3] = s3;
+}
+
+static double sum_squares1(const float *x, int64_t n) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        s += square(x[i]);
+    }
+    return s;
+}
+
+/* y[i] = (x[i] * scale) * w[i], each lane the same two roundings as the
+ * oracle's.  y may alias x exactly, which keeps compilers from vectorising
+ * the plain loop (they would have to prove the rows apart); four lanes at a
+ * time, each group loaded before it is stored, are correct either way. */
+typedef float norm_f4 __attribute__((vector_size(16)));
+
+static void scale_row(float *y, const float *x, const float *w, int64_t n, float scale) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        norm_f4 xv, wv;
+        memcpy(&xv, x + i, sizeof xv);
+        memcpy(&wv, w + i, sizeof wv);
+        const norm_f4 yv = (xv * scale) * wv;
+        memcpy(y + i, &yv, sizeof yv);
+    }
+    for (; i < n; ++i) {
+        y[i] = (x[i] * scale) * w[i];
+    }
+}
+
 static void norm_rows(const norm_args *a, int64_t r0, int64_t r1) {
     const int64_t n = a->n;
-    for (int64_t r = r0; r < r1; ++r) {
-        const float *restrict x = a->x + r * n;
-        double sum = 0.0;
-        for (int64_t i = 0; i < n; ++i) {
-            sum += (double)(x[i] * x[i]);
+    for (int64_t rg = r0; rg < r1; rg += 4) {
+        const int nr = r1 - rg < 4 ? (int)(r1 - rg) : 4;
+        double sum[4];
+        if (nr == 4) {
+            sum_squares4(a->x + rg * n, n, sum);
+        } else {
+            for (int j = 0; j < nr; ++j) {
+                sum[j] = sum_squares1(a->x + (rg + j) * n, n);
+            }
         }
-        const float scale = 1.0f / sqrtf((float)(sum / (double)n) + a->eps);
-        /* Elementwise from here on: compilers may vectorise this loop without
-         * changing any bits (each lane does the same two roundings).  y may
-         * alias x exactly, so no restrict on either. */
-        float *y = a->y + r * n;
-        const float *xr = a->x + r * n;
-        for (int64_t i = 0; i < n; ++i) {
-            y[i] = (xr[i] * scale) * a->w[i];
+        for (int j = 0; j < nr; ++j) {
+            const int64_t r = rg + j;
+            const float scale = 1.0f / sqrtf((float)(sum[j] / (double)n) + a->eps);
+            scale_row(a->y + r * n, a->x + r * n, a->w, n, scale);
         }
     }
 }

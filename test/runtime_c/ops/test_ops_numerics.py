@@ -18,7 +18,7 @@ import numpy as np
 import ops_models as models
 import pytest
 from cffi_module import cpu_restricted
-from ops_specs import ELEMENTWISE, LINEAR, PROVIDERS, RMSNORM, ROPE_NEOX, OpSpec, spread
+from ops_specs import ELEMENTWISE, LINEAR, PROVIDERS, QK_NORM, RMSNORM, ROPE_NEOX, OpSpec, spread
 
 from v8dialect.data.c_abi import constants
 from v8dialect.evidence.record import Rung
@@ -110,6 +110,21 @@ def test_threadpool_matches_oracle(ops: ModuleType, pools: dict[int, Any], spec:
              threadpool=spec.base + "_parallel_dispatch", partition="independent_rows",
              workers={str(w): t for w, t in totals.items()})
     assert ok, totals
+
+
+@pytest.mark.parametrize("spec", (RMSNORM, QK_NORM), ids=ids)
+def test_norm_in_place_matches_oracle(ops: ModuleType, pools: dict[int, Any], spec: OpSpec) -> None:
+    """y may be x itself: the kernels read rows (several at a time) before writing them."""
+    rng = np.random.default_rng(31)
+    sel = getattr(ops.lib, spec.selector)
+    for case in spec.cases + (spec.big,):
+        inputs = spec.make(rng, case)
+        want = run(ops, spec, spec.base + "_ref", inputs)
+        for fn, lead in ((spec.base, []), (spec.base + "_parallel_dispatch", [pools[3]])):
+            buf = inputs["x"].copy()
+            status = getattr(ops.lib, fn)(*lead, sel, *spec.args(ops.ffi, {**inputs, "x": buf}, buf))
+            assert status == V8_OK
+            assert np.array_equal(buf.view(np.uint32), want.view(np.uint32)), (fn, case)
 
 
 @pytest.mark.parametrize("spec", ELEMENTWISE, ids=lambda s: s.contract)
