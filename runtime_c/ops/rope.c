@@ -175,9 +175,47 @@ __attribute__((target("fma"))) static void rotate_heads_fma(const rope_args *a, 
     rotate_heads_body(a, y, x, i0, np, c, s);
 }
 
+/* Neox pairs (i, i + n_rot/2) of one batch are two contiguous runs, so eight
+ * pairs rotate per AVX2 step with the scalar forms' roundings lane by lane;
+ * the fused form's -(x1 s) is x1 (-s), the same value (negation flips the
+ * sign bit only, and rounding is symmetric), zeros' signs included. */
+#define V8_SIMD_AVX2
+#include "core/simd.h"
+
+static void V8_SIMD_FN(rotate_heads_neox)(const rope_args *a, float *y, const float *x,
+                                          int64_t i0, int64_t np, const float *c,
+                                          const float *s) {
+    const int64_t half = a->n_rot / 2, v_end = np - np % V8F_W;
+    const v8f sign = v8f_set1(-0.0f);
+    for (int64_t h = 0; h < a->n_head; ++h) {
+        const float *xa = x + h * a->head_dim + i0, *xb = xa + half;
+        float *ya = y + h * a->head_dim + i0, *yb = ya + half;
+        for (int64_t i = 0; i < v_end; i += V8F_W) {
+            const v8f x0 = v8f_load(xa + i), x1 = v8f_load(xb + i);
+            const v8f cv = v8f_load(c + i), sv = v8f_load(s + i);
+            if (a->fused) {
+                const v8f x1ns = v8f_mul(x1, _mm256_xor_ps(sv, sign));
+                v8f_store(ya + i, v8f_fma(x0, cv, x1ns));
+                v8f_store(yb + i, v8f_fma(x0, sv, v8f_mul(x1, cv)));
+            } else {
+                v8f_store(ya + i, v8f_sub(v8f_mul(x0, cv), v8f_mul(x1, sv)));
+                v8f_store(yb + i, v8f_add(v8f_mul(x0, sv), v8f_mul(x1, cv)));
+            }
+        }
+        for (int64_t i = v_end; i < np; ++i) {
+            rotate_pair(a, y + h * a->head_dim, x + h * a->head_dim, i0 + i, i0 + i + half,
+                        c[i], s[i]);
+        }
+    }
+}
+#include "core/simd_end.h"
+
 static void rotate_heads(const rope_args *a, float *y, const float *x, int64_t i0, int64_t np,
                          const float *c, const float *s) {
-    if (a->fused && (v8_cpu_features() & V8_CPU_FMA)) {
+    const unsigned f = v8_cpu_features();
+    if (a->neox && (f & V8_CPU_AVX2) && (f & V8_CPU_FMA)) {
+        rotate_heads_neox_avx2(a, y, x, i0, np, c, s);
+    } else if (a->fused && (f & V8_CPU_FMA)) {
         rotate_heads_fma(a, y, x, i0, np, c, s);
     } else {
         rotate_heads_body(a, y, x, i0, np, c, s);

@@ -95,7 +95,8 @@ ROPE_CASES = (dict(t=1, h=1, d=2, rot=2, base=10000.0),
               dict(t=7, h=4, d=128, rot=64, base=500000.0),
               dict(t=3, h=2, d=80, rot=80, base=1000000.0),
               dict(t=33, h=2, d=128, rot=128, base=10000.0, max_pos=2**20),
-              dict(t=4, h=3, d=96, rot=32, base=10000.0))
+              dict(t=4, h=3, d=96, rot=32, base=10000.0),
+              dict(t=3, h=2, d=40, rot=20, base=10000.0))  # 10 pairs: one 8-pair step, a tail
 
 
 def _rope_args(ffi: Any, i: Inputs, out: np.ndarray) -> list[Any]:

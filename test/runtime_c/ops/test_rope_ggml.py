@@ -22,6 +22,8 @@ CASES = (  # (mode, T, H, D, n_rot, base, sections)
     ("neox", 17, 2, 64, 64, 1e4, None),
     ("neox", 5, 3, 256, 256, 1e6, None),
     ("neox", 6, 2, 128, 64, 5e5, None),
+    ("neox", 4, 3, 40, 40, 1e4, None),  # 20 pairs: two 8-pair steps and a scalar tail
+    ("neox", 3, 2, 48, 24, 1e4, None),  # partial rotation, 12 pairs
     ("normal", 9, 4, 128, 128, 1e4, None),
     ("normal", 7, 2, 64, 64, 5e5, None),
     ("normal", 4, 3, 40, 40, 1e4, None),  # 20 pairs: not a whole number of vector groups
