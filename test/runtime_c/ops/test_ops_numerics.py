@@ -18,7 +18,8 @@ import numpy as np
 import ops_models as models
 import pytest
 from cffi_module import cpu_restricted
-from ops_specs import ELEMENTWISE, LINEAR, PROVIDERS, QK_NORM, RMSNORM, ROPE_NEOX, OpSpec, spread
+from ops_specs import (ELEMENTWISE, LINEAR, MROPE, PROVIDERS, QK_NORM, RMSNORM, ROPE_NEOX, ROPE_NORMAL,
+                       OpSpec, spread)
 
 from v8dialect.data.c_abi import constants
 from v8dialect.evidence.record import Rung
@@ -75,7 +76,8 @@ def test_production_matches_oracle(ops: ModuleType, spec: OpSpec,
                                    evidence: Callable[..., Any]) -> None:
     rng = np.random.default_rng(77)
     # every ISA variant the provider may dispatch to on this host
-    variants = {"best": ALL_FEATURES, "scalar": 0} if spec is LINEAR else {"best": ALL_FEATURES}
+    dispatching = (LINEAR, ROPE_NEOX, ROPE_NORMAL, MROPE)
+    variants = {"best": ALL_FEATURES, "scalar": 0} if spec in dispatching else {"best": ALL_FEATURES}
     figures: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     for case in spec.cases + (spec.big,):
         inputs = spec.make(rng, case)
