@@ -1,5 +1,6 @@
 """Program.run binds each input's memory once per array: reused while the caller passes the
-same array (so in-place updates are seen), rebound for a new one, never kept for a copy."""
+same array (so in-place updates are seen), rebound for a new one, never kept for a copy; a bound
+phase (Program.bind) keeps its fixed arrays and takes exactly the others per call."""
 
 from __future__ import annotations
 
@@ -58,3 +59,35 @@ def test_a_strided_view_is_copied_each_call_and_never_kept(program: Program) -> 
     assert np.array_equal(add(program, a, b), a + b)
     wide[:, ::2] += F32(5)                        # the view's values change; the copy must too
     assert np.array_equal(add(program, a, b), a + b)
+
+
+def test_a_bound_phase_reads_its_fixed_arrays_in_place_and_the_rest_per_call(program: Program) -> None:
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((2, 1, N)).astype(F32)
+    bound = program.bind("add", b=b)
+    (y,) = bound.run(a=a)
+    assert np.array_equal(y, a + b)
+    b[0, :5] = F32(7)                              # the bound array, updated in place
+    c = (a * F32(2)).astype(F32)                   # a new per-call array
+    (y,) = bound.run(a=c)
+    assert np.array_equal(y, c + b)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda bound, a, b: bound.run(a=a, b=b), "are bound"),
+    (lambda bound, a, b: bound.run(), "missing input 'a'"),
+    (lambda bound, a, b: bound.run(a=a, c=b), "unknown inputs"),
+])
+def test_a_bound_phase_takes_exactly_its_per_call_inputs(program: Program, call: Any, message: str) -> None:
+    a, b = np.ones((2, 1, N), F32)
+    bound = program.bind("add", b=b)
+    with pytest.raises(ValueError, match=message):
+        call(bound, a, b)
+
+
+def test_bind_refuses_unknown_names_and_copies(program: Program) -> None:
+    b = np.ones((1, N), F32)
+    with pytest.raises(ValueError, match="unknown inputs"):
+        program.bind("add", z=b)
+    with pytest.raises(ValueError, match="not contiguous"):
+        program.bind("add", b=np.ones((1, 2 * N), F32)[:, ::2])

@@ -32,7 +32,7 @@ from xdsl.ir import Attribute
 from v8dialect.ir.graph_op import LAYOUT_ATTR
 from v8dialect.ir.ledger import read_ledger
 from v8dialect.ir.structure import entry_points
-from v8dialect.runtime.program import Program, build
+from v8dialect.runtime.program import BoundPhase, Program, build
 
 F32 = np.float32
 
@@ -233,6 +233,10 @@ class ModelSession:
     state: dict[str, np.ndarray[Any, Any]] = field(default_factory=dict[str, np.ndarray[Any, Any]])
     n_past: int = 0
     written: int = 0  # cache positions a run may have written since the last reset
+    kv_positions: int | None = None  # the caches' capacity, once read
+    # (built program, phase) -> the phase with the state and weight arrays bound; dropped when
+    # reset replaces a state array
+    bound_phases: dict[tuple[int, str], BoundPhase] = field(default_factory=dict[tuple[int, str], BoundPhase])
 
     @classmethod
     def open(cls, model: Path, circuit: str, *, prefill_tokens: int, kv_capacity: int | None = None,
@@ -282,6 +286,7 @@ class ModelSession:
                     self.clear(buf.name, buf.shape, F32, positions=False)
         except MemoryError as e:  # a KV capacity this machine cannot hold is the user's input
             self.state = {}
+            self.bound_phases.clear()
             raise SessionError(f"the KV caches and recurrent states do not fit in memory ({e}); "
                                "build with a smaller --kv-capacity") from None
         self.n_past = self.written = 0
@@ -292,6 +297,7 @@ class ModelSession:
         held = self.state.get(name)
         if held is None or held.shape != shape or held.dtype != dtype:
             self.state[name] = np.zeros(shape, dtype)
+            self.bound_phases.clear()
         elif positions:
             held[:, :self.written] = 0
         else:
@@ -300,7 +306,7 @@ class ModelSession:
     def positions(self, program: Program, phase: str, t: int) -> np.ndarray[Any, Any]:
         """Token positions as a token batch gives them: one stream, or for multi-section
         RoPE the same position in the first three streams and 0 in the fourth."""
-        shape = next(b.shape for b in program.phases[phase].inputs if b.name == "positions")
+        shape = program.phases[phase].by_name["positions"].shape
         p = np.arange(self.n_past, self.n_past + t, dtype=np.int32)
         if len(shape) == 2:
             return np.stack([p, p, p, np.zeros_like(p)]).astype(np.int32)
@@ -325,16 +331,28 @@ class ModelSession:
         built = self.built(len(toks)) if phase == "prefill" else next(iter(self.programs.values()))
         pos = self.positions(built.program, phase, len(toks)) if positions is None else positions
         self.written = max(self.written, self.n_past + len(toks))
-        outputs = built.program.run(phase, n_past=self.n_past, workers=workers, tokens=toks,
-                                    positions=pos, **self.state, **self.weights[phase])
+        outputs = self.bound(built, phase).run(n_past=self.n_past, workers=workers, tokens=toks,
+                                               positions=pos)
         self.n_past += len(toks)
         names = built.checkpoint_names.get(phase, [])
         kept = dict(zip(names, outputs[len(outputs) - len(names):], strict=True))
         return PhaseResult(outputs[0], kept)
 
+    def bound(self, built: BuiltProgram, phase: str) -> BoundPhase:
+        """The phase with this session's weights, caches and states bound once (a decode step
+        would otherwise recheck its few hundred arguments every call)."""
+        key = (id(built), phase)
+        hit = self.bound_phases.get(key)
+        if hit is None:
+            hit = self.bound_phases[key] = built.program.bind(phase, **self.state, **self.weights[phase])
+        return hit
+
     def capacity(self) -> int:
-        caches = [b.shape[1] for b in self.program.phases["prefill"].inputs if b.name.endswith("_cache")]
-        return min(caches) if caches else 1 << 62
+        if self.kv_positions is None:  # read off the signature once: decode asks every step
+            caches = [b.shape[1] for b in self.program.phases["prefill"].inputs
+                      if b.name.endswith("_cache")]
+            self.kv_positions = min(caches) if caches else 1 << 62
+        return self.kv_positions
 
     def prefill(self, tokens: Sequence[int] | np.ndarray[Any, Any], workers: int = 1,
                 ubatch: int = 512) -> np.ndarray[Any, Any]:

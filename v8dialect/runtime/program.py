@@ -12,8 +12,9 @@ Program whose phases take and return numpy arrays.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from io import StringIO
 from types import ModuleType
 from typing import Any
@@ -135,11 +136,24 @@ class PhaseSignature:
                 f"v8_status {self.name}_packed(v8_threadpool *pool, int64_t n_past{count}, void *arena, "
                 f"void *scratch, size_t scratch_bytes, void *const *buffers);\n")
 
+    @cached_property
+    def input_names(self) -> frozenset[str]:
+        return frozenset(b.name for b in self.inputs)
+
+    @cached_property
+    def by_name(self) -> Mapping[str, Buffer]:
+        return {b.name: b for b in (*self.inputs, *self.outputs)}
+
+    @cached_property
+    def token_inputs(self) -> tuple[Buffer, ...]:
+        """The inputs with one entry per token."""
+        return tuple(b for b in self.inputs if b.token_axis is not None)
+
     def token_count(self, inputs: Mapping[str, np.ndarray[Any, Any]]) -> int | None:
         """The call's token count, read off its token-indexed inputs (all must agree)."""
         if self.max_tokens is None:
             return None
-        counts = {inputs[b.name].shape[b.token_axis] for b in self.inputs
+        counts = {inputs[b.name].shape[b.token_axis] for b in self.token_inputs
                   if b.token_axis is not None and b.name in inputs
                   and inputs[b.name].ndim == len(b.shape)}
         if len(counts) != 1:
@@ -199,6 +213,7 @@ class _Workspace(threading.local):
 
     def __init__(self) -> None:
         self.buffers: dict[tuple[str, str], Bytes] = {}
+        self.frames: dict[tuple[str, int | None], _Frame] = {}
 
     def get(self, key: tuple[str, str], nbytes: int) -> Bytes:
         buf = self.buffers.get(key)
@@ -206,6 +221,26 @@ class _Workspace(threading.local):
             buf = _aligned(max(nbytes, 1))
             self.buffers[key] = buf
         return buf
+
+    def frame(self, ffi: Any, phase: str, n_tokens: int | None, slots: int) -> _Frame:
+        key = (phase, n_tokens)
+        frame = self.frames.get(key)
+        if frame is None:
+            frame = self.frames[key] = _Frame(ffi.new("void *[]", slots), [None] * slots, [None] * slots)
+        return frame
+
+
+@dataclass
+class _Frame:
+    """One phase's packed argument array (inputs, then outputs), kept between calls like the
+    arena: a model's few hundred weight and cache arguments are the same arrays every call, so
+    only the slots whose array changed are bound anew.  Binding every argument on every call
+    cost decode ~3 ms a token, and looking each one up in a cache still ~0.4 ms (AMD EPYC, a
+    28-layer model with 368 arguments)."""
+
+    slots: Any           # void *[]: what the C entry point reads
+    given: list[Any]     # the caller's array behind each slot; None: bind anew next call
+    kept: list[Any]      # the C buffer each slot points into, kept alive with the frame
 
 
 @dataclass
@@ -220,11 +255,6 @@ class Program:
     _pools: dict[int, Any] = field(default_factory=dict[int, Any])
     _workspace: _Workspace = field(default_factory=_Workspace)
     _pool_lock: threading.Lock = field(default_factory=threading.Lock)
-    # (phase, input, token count) -> (the caller's array, its C buffer): a model's few hundred
-    # weight arguments are the same arrays every call, and binding them anew cost decode
-    # ~3 ms a token (AMD EPYC, a 28-layer model with 368 arguments)
-    _bound: dict[tuple[str, str, int | None], tuple[Any, Any]] = field(
-        default_factory=dict[tuple[str, str, int | None], tuple[Any, Any]])
 
     def pool(self, workers: int) -> Any:
         with self._pool_lock:  # two threads asking at once get the same pool, never two
@@ -243,58 +273,137 @@ class Program:
     def __del__(self) -> None:
         self.close()
 
-    def run(self, phase: str, *, n_past: int = 0, workers: int = 1,
-            **inputs: np.ndarray[Any, Any]) -> list[np.ndarray[Any, Any]]:
+    def signature(self, phase: str) -> PhaseSignature:
         sig = self.phases.get(phase)
         if sig is None:
             raise ValueError(f"no phase '{phase}' (phases: {', '.join(self.phases)})")
-        ffi, lib = self.extension.ffi, self.extension.lib
+        return sig
+
+    def run(self, phase: str, *, n_past: int = 0, workers: int = 1,
+            **inputs: np.ndarray[Any, Any]) -> list[np.ndarray[Any, Any]]:
+        sig = self.signature(phase)
+        ffi = self.extension.ffi
         pool = self.pool(workers)
-        unknown = sorted(set(inputs) - {b.name for b in sig.inputs})
-        if unknown:
-            raise ValueError(f"{phase}: unknown inputs {unknown}")
-        missing = [b for b in sig.inputs if b.name not in inputs]
-        if missing:
-            raise ValueError(f"missing input '{missing[0].name}' ({missing[0].dtype}"
-                             f"{list(missing[0].shape)})")
+        if inputs.keys() != sig.input_names:
+            check_names(sig, inputs.keys())
         n_tokens = sig.token_count(inputs)
-        args = [self._bind(ffi, phase, buf, inputs, n_tokens) for buf in sig.inputs]
+        frame = self._workspace.frame(ffi, phase, n_tokens, len(sig.inputs) + len(sig.outputs))
+        for i, buf in enumerate(sig.inputs):
+            given = inputs[buf.name]
+            if given is not frame.given[i]:
+                set_slot(frame, i, c_input(ffi, buf, inputs, n_tokens))
+                # a copy (of a non-contiguous array) is rebound every call: its source may change
+                frame.given[i] = given if given.flags.c_contiguous else None
+        return self.call_frame(sig, pool, n_past, n_tokens, frame)
+
+    def bind(self, phase: str, **fixed: np.ndarray[Any, Any]) -> BoundPhase:
+        """The phase with the inputs that stay the same arrays call after call (weights, caches,
+        states) bound once; each call of the result passes only the others.  The caller's memory
+        is bound, so in-place updates are seen: fixed inputs must be contiguous and not indexed by
+        token.  One thread at a time may run a bound phase."""
+        sig = self.signature(phase)
+        unknown = sorted(set(fixed) - sig.input_names)
+        if unknown:
+            raise ValueError(f"{sig.name}: unknown inputs {unknown}")
+        ffi = self.extension.ffi
+        frame = _Frame(ffi.new("void *[]", len(sig.inputs) + len(sig.outputs)),
+                       [None] * (len(sig.inputs) + len(sig.outputs)),
+                       [None] * (len(sig.inputs) + len(sig.outputs)))
+        for i, buf in enumerate(sig.inputs):
+            if buf.name not in fixed:
+                continue
+            if buf.token_axis is not None:
+                raise ValueError(f"input '{buf.name}' has one entry per token: pass it with each call")
+            if not fixed[buf.name].flags.c_contiguous:
+                raise ValueError(f"input '{buf.name}' is not contiguous: a bound copy would not see "
+                                 "the array's later updates")
+            set_slot(frame, i, c_input(ffi, buf, fixed, None))
+            frame.given[i] = fixed[buf.name]
+        return BoundPhase(self, sig, frame)
+
+    def call_frame(self, sig: PhaseSignature, pool: Any, n_past: int, n_tokens: int | None,
+                   frame: _Frame) -> list[np.ndarray[Any, Any]]:
+        """Fresh outputs into the frame's last slots, then the phase's C entry point."""
+        ffi, lib = self.extension.ffi, self.extension.lib
         outputs = [np.zeros(b.shape_for(n_tokens), dtype=NUMPY_DTYPES[b.dtype]) for b in sig.outputs]
+        for j, out in enumerate(outputs):
+            set_slot(frame, len(sig.inputs) + j, ffi.from_buffer(out))
         counts = (n_past,) if n_tokens is None else (n_past, n_tokens)
-        arena = self._workspace.get((phase, "arena"), getattr(lib, f"{phase}_arena_bytes")())
-        scratch_bytes = getattr(lib, f"{phase}_scratch_bytes")(pool)
-        scratch = self._workspace.get((phase, "scratch"), scratch_bytes)
-        buffers = ffi.new("void *[]", [*args, *(ffi.from_buffer(o) for o in outputs)])
-        status = getattr(lib, f"{phase}_packed")(pool, *counts, ffi.from_buffer(arena),
-                                                 ffi.from_buffer(scratch), scratch_bytes, buffers)
+        arena = self._workspace.get((sig.name, "arena"), getattr(lib, f"{sig.name}_arena_bytes")())
+        scratch_bytes = getattr(lib, f"{sig.name}_scratch_bytes")(pool)
+        scratch = self._workspace.get((sig.name, "scratch"), scratch_bytes)
+        try:
+            status = getattr(lib, f"{sig.name}_packed")(pool, *counts, ffi.from_buffer(arena),
+                                                        ffi.from_buffer(scratch), scratch_bytes,
+                                                        frame.slots)
+        finally:  # the outputs belong to the caller now: the frame must not keep them alive
+            for j in range(len(outputs)):
+                set_slot(frame, len(sig.inputs) + j, ffi.NULL)
         if status != 0:
             name = ffi.string(lib.v8_status_name(status)).decode()
-            raise RuntimeError(f"{phase} failed: {name} (status {status})")
+            raise RuntimeError(f"{sig.name} failed: {name} (status {status})")
         return outputs
 
-    def _bind(self, ffi: Any, phase: str, buf: Buffer, inputs: Mapping[str, np.ndarray[Any, Any]],
-              n_tokens: int | None) -> Any:
-        """The C buffer of one input; reused while the caller passes the same array (its
-        memory, so in-place updates such as KV caches are seen), made anew otherwise."""
-        key = (phase, buf.name, n_tokens)
-        given = inputs[buf.name]
-        hit = self._bound.get(key)
-        if hit is not None and hit[0] is given:
-            return hit[1]
-        arg = self._input(ffi, buf, inputs, n_tokens)
-        if given.flags.c_contiguous:   # no copy was made, so `arg` is the caller's memory
-            self._bound[key] = (given, arg)
-        return arg
+def check_names(sig: PhaseSignature, given: Collection[str]) -> None:
+    """A located error for an unknown or a missing input name."""
+    unknown = sorted(set(given) - sig.input_names)
+    if unknown:
+        raise ValueError(f"{sig.name}: unknown inputs {unknown}")
+    missing = [b for b in sig.inputs if b.name not in given]
+    if missing:
+        raise ValueError(f"missing input '{missing[0].name}' ({missing[0].dtype}"
+                         f"{list(missing[0].shape)})")
 
-    @staticmethod
-    def _input(ffi: Any, buf: Buffer, inputs: Mapping[str, np.ndarray[Any, Any]],
-               n_tokens: int | None) -> Any:
-        array = np.ascontiguousarray(inputs[buf.name])
-        expected = buf.nbytes_expected(n_tokens)
-        if array.nbytes != expected:
-            raise ValueError(f"input '{buf.name}' has {array.nbytes} bytes, expected "
-                             f"{expected} ({buf.dtype}{list(buf.shape_for(n_tokens))})")
-        return ffi.from_buffer(array)
+
+def set_slot(frame: _Frame, slot: int, arg: Any) -> None:
+    frame.kept[slot] = arg   # first, so the memory outlives the slot that points into it
+    frame.slots[slot] = arg
+
+
+def c_input(ffi: Any, buf: Buffer, inputs: Mapping[str, np.ndarray[Any, Any]],
+            n_tokens: int | None) -> Any:
+    """The C buffer of one input, its size checked (a contiguous copy if it is not contiguous)."""
+    array = np.ascontiguousarray(inputs[buf.name])
+    expected = buf.nbytes_expected(n_tokens)
+    if array.nbytes != expected:
+        raise ValueError(f"input '{buf.name}' has {array.nbytes} bytes, expected "
+                         f"{expected} ({buf.dtype}{list(buf.shape_for(n_tokens))})")
+    return ffi.from_buffer(array)
+
+
+@dataclass
+class BoundPhase:
+    """A phase whose fixed inputs are bound (Program.bind): a call binds only the inputs it
+    passes and the outputs.  A decode step's few hundred weight and cache arguments cost it
+    ~0.8 ms a token in Python when rechecked every call (the interpreter's data is cold after a
+    step has streamed the weights; AMD EPYC, 368 arguments)."""
+
+    program: Program
+    sig: PhaseSignature
+    frame: _Frame
+
+    @cached_property
+    def per_call(self) -> tuple[int, ...]:
+        """The input slots each call fills."""
+        return tuple(i for i, given in enumerate(self.frame.given[:len(self.sig.inputs)])
+                     if given is None)
+
+    @cached_property
+    def per_call_names(self) -> frozenset[str]:
+        return frozenset(self.sig.inputs[i].name for i in self.per_call)
+
+    def run(self, *, n_past: int = 0, workers: int = 1,
+            **inputs: np.ndarray[Any, Any]) -> list[np.ndarray[Any, Any]]:
+        sig, program, wanted = self.sig, self.program, self.per_call_names
+        if inputs.keys() != wanted:
+            check_names(sig, {*inputs, *(sig.input_names - wanted)})
+            raise ValueError(f"{sig.name}: {sorted(set(inputs) - wanted)} are bound; each call passes "
+                             f"only {sorted(wanted)}")
+        pool = program.pool(workers)
+        n_tokens = sig.token_count(inputs)
+        for i in self.per_call:
+            set_slot(self.frame, i, c_input(program.extension.ffi, sig.inputs[i], inputs, n_tokens))
+        return program.call_frame(sig, pool, n_past, n_tokens, self.frame)
 
 
 def build(module: ModuleOp | str, *, kernel_maps: str | None = None, registry: str | None = None,
