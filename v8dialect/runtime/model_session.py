@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -233,7 +234,6 @@ class ModelSession:
     state: dict[str, np.ndarray[Any, Any]] = field(default_factory=dict[str, np.ndarray[Any, Any]])
     n_past: int = 0
     written: int = 0  # cache positions a run may have written since the last reset
-    kv_positions: int | None = None  # the caches' capacity, once read
     # (built program, phase) -> the phase with the state and weight arrays bound; dropped when
     # reset replaces a state array
     bound_phases: dict[tuple[int, str], BoundPhase] = field(default_factory=dict[tuple[int, str], BoundPhase])
@@ -348,11 +348,13 @@ class ModelSession:
         return hit
 
     def capacity(self) -> int:
-        if self.kv_positions is None:  # read off the signature once: decode asks every step
-            caches = [b.shape[1] for b in self.program.phases["prefill"].inputs
-                      if b.name.endswith("_cache")]
-            self.kv_positions = min(caches) if caches else 1 << 62
-        return self.kv_positions
+        return self.cache_positions
+
+    @cached_property
+    def cache_positions(self) -> int:
+        """The caches' capacity, read off the signature once (decode asks every step)."""
+        caches = [b.shape[1] for b in self.program.phases["prefill"].inputs if b.name.endswith("_cache")]
+        return min(caches) if caches else 1 << 62
 
     def prefill(self, tokens: Sequence[int] | np.ndarray[Any, Any], workers: int = 1,
                 ubatch: int = 512) -> np.ndarray[Any, Any]:

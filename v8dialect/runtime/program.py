@@ -226,7 +226,7 @@ class _Workspace(threading.local):
         key = (phase, n_tokens)
         frame = self.frames.get(key)
         if frame is None:
-            frame = self.frames[key] = _Frame(ffi.new("void *[]", slots), [None] * slots, [None] * slots)
+            frame = self.frames[key] = _Frame.empty(ffi, slots)
         return frame
 
 
@@ -241,6 +241,10 @@ class _Frame:
     slots: Any           # void *[]: what the C entry point reads
     given: list[Any]     # the caller's array behind each slot; None: bind anew next call
     kept: list[Any]      # the C buffer each slot points into, kept alive with the frame
+
+    @classmethod
+    def empty(cls, ffi: Any, slots: int) -> _Frame:
+        return cls(ffi.new("void *[]", slots), [None] * slots, [None] * slots)
 
 
 @dataclass
@@ -306,9 +310,7 @@ class Program:
         if unknown:
             raise ValueError(f"{sig.name}: unknown inputs {unknown}")
         ffi = self.extension.ffi
-        frame = _Frame(ffi.new("void *[]", len(sig.inputs) + len(sig.outputs)),
-                       [None] * (len(sig.inputs) + len(sig.outputs)),
-                       [None] * (len(sig.inputs) + len(sig.outputs)))
+        frame = _Frame.empty(ffi, len(sig.inputs) + len(sig.outputs))
         for i, buf in enumerate(sig.inputs):
             if buf.name not in fixed:
                 continue
