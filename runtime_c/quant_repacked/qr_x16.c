@@ -223,7 +223,7 @@ static inline void qx_store(const qx_job *j, int64_t G, const float out[QX_ROWS]
  * left 131072x1024 streamed at 1.1-1.4x the time; one per unit is 0.84-0.91x
  * the time of all-at-start in cache and 0.78-0.87x streamed. */
 static inline void qx_prefetch_unit(const uint8_t *line) {
-    _mm_prefetch((const char *)line + V8_PREFETCH_BYTES, _MM_HINT_T0);
+    v8_prefetch_line((uintptr_t)line + V8_PREFETCH_BYTES);
 }
 
 static inline void qx_prefetch_block(const v8_block_q4_kx16 *blk) {
