@@ -48,7 +48,7 @@ static inline void v8_prefetch_lines(uintptr_t at, size_t bytes) {
 }
 
 /* Bytes ahead of its reads a weight stream asks for: far enough to cover the
- * DRAM latency at the GEMV's streaming rate, near enough to stay in L1/L2.
+ * DRAM latency at the GEMV's streaming rate, near enough to stay in L2.
  * Measured on AMD EPYC over repacked Q4_K GEMVs of 1024..32768 rows x 1024..3072
  * (each matrix cold, as in decode): 4 KiB reached 16-18 GB/s, 8-16 KiB 19-24
  * GB/s (flat), 24 KiB slightly less; without software prefetch 5.5 GB/s. */

@@ -322,7 +322,7 @@ class ModelSession:
             raise SessionError(f"{phase} needs at least one token")
         if phase == "decode" and len(toks) != 1:
             raise SessionError(f"decode takes 1 token, got {len(toks)}")
-        capacity = self.capacity()
+        capacity = self.cache_positions
         if self.n_past + len(toks) > capacity:
             raise SessionError(f"{self.n_past} cached + {len(toks)} new positions exceed the KV "
                                f"capacity of {capacity}")
@@ -346,9 +346,6 @@ class ModelSession:
         if hit is None:
             hit = self.bound_phases[key] = built.program.bind(phase, **self.state, **self.weights[phase])
         return hit
-
-    def capacity(self) -> int:
-        return self.cache_positions
 
     @cached_property
     def cache_positions(self) -> int:
