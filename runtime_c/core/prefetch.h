@@ -1,5 +1,6 @@
 /* Software prefetch of weight streams (and of a GEMM tile's output lines),
- * shared by the quantized and fp32 linear kernels.
+ * shared by the quantized and fp32 linear kernels; attention uses it for the
+ * KV cache rows a block of keys reads next.
  *
  * A GEMV reads every weight once, at the speed the core's own requests are
  * served from L3 / DRAM; the hardware prefetcher alone leaves a large part of

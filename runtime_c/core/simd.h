@@ -33,7 +33,8 @@
  *   v8f_zero, v8f_set1, v8f_load, v8f_store, v8f_load_part / v8f_store_part (first n lanes)
  *   v8f_add, v8f_sub, v8f_mul, v8f_max, v8f_abs, v8f_fma(a, b, c) = a*b + c rounded once,
  *   v8f_fnma(a, b, c) = c - a*b rounded once
- *   v8f_load_f16 (W fp16 values widened, exact), v8f_round_f16 (to fp16 and back, nearest-even)
+ *   v8f_load_f16 (W fp16 values widened, exact), v8f_round_f16 (to fp16 and back, nearest-even),
+ *   v8f_store_f16(p, x) (W lanes narrowed to fp16, nearest-even, and stored)
  *   v8f_lt/gt/le/ne (ordered compares -> v8m), v8m_bits (one bit per lane), v8m_any,
  *   v8f_blend(m, f, t) = m ? t : f per lane, v8f_keep(m, x) = m ? x : 0
  *   v8f_bits / v8i_as_f (reinterpret), v8i_set1, v8i_load, v8i_add, v8i_sub, v8i_slli,
@@ -139,6 +140,8 @@ static inline float v8_hsum_pairs_ref(const float *p) {
 #define v8f_load_f16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define v8f_round_f16(x)                                                                     \
     _mm512_cvtph_ps(_mm512_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define v8f_store_f16(p, x)                                                                  \
+    _mm256_storeu_si256((__m256i *)(p), _mm512_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #define v8f_lt(a, b) _mm512_cmp_ps_mask((a), (b), _CMP_LT_OQ)
 #define v8f_gt(a, b) _mm512_cmp_ps_mask((a), (b), _CMP_GT_OQ)
 #define v8f_le(a, b) _mm512_cmp_ps_mask((a), (b), _CMP_LE_OQ)
@@ -229,6 +232,8 @@ static inline float v8_hsum_halves_avx512(__m512 x) {
 #define v8f_load_f16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define v8f_round_f16(x)                                                                     \
     _mm256_cvtph_ps(_mm256_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define v8f_store_f16(p, x)                                                                  \
+    _mm_storeu_si128((__m128i *)(p), _mm256_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #define v8f_lt(a, b) _mm256_cmp_ps((a), (b), _CMP_LT_OQ)
 #define v8f_gt(a, b) _mm256_cmp_ps((a), (b), _CMP_GT_OQ)
 #define v8f_le(a, b) _mm256_cmp_ps((a), (b), _CMP_LE_OQ)
@@ -325,6 +330,7 @@ static inline float v8_hsum_pairs_avx2(__m256 x) {
 #define v8f_fnma(a, b, c) fmaf(-(a), (b), (c))
 #define v8f_load_f16(p) v8_f16_to_f32(*(p))
 #define v8f_round_f16(x) v8_round_f16(x)
+#define v8f_store_f16(p, x) (*(p) = v8_f32_to_f16(x))
 #define v8f_lt(a, b) ((a) < (b))
 #define v8f_gt(a, b) ((a) > (b))
 #define v8f_le(a, b) ((a) <= (b))

@@ -34,6 +34,7 @@
 #undef v8f_fnma
 #undef v8f_load_f16
 #undef v8f_round_f16
+#undef v8f_store_f16
 #undef v8f_lt
 #undef v8f_gt
 #undef v8f_le
