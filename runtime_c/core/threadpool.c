@@ -180,6 +180,20 @@ v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, v
     }
     V8_REQUIRE(inside_job != pool, V8_ERR_BAD_THREADING);
     pthread_mutex_lock(&pool->dispatch);
+    if (n_tasks == 1 || pool->n_workers == 1) {
+        /* nothing to share: the caller runs the job as worker 0 without a round trip
+         * through the helpers (decode has a few hundred such jobs per token: one-row
+         * norms, RoPE of a few heads); the dispatch mutex still makes it the pool's
+         * only job, so worker 0's per-worker state is its alone */
+        const v8_threadpool *outer = inside_job;
+        inside_job = pool;
+        for (int64_t t = 0; t < n_tasks; ++t) {
+            fn(ctx, t, 0);
+        }
+        inside_job = outer;
+        pthread_mutex_unlock(&pool->dispatch);
+        return V8_OK;
+    }
     pthread_mutex_lock(&pool->lock);
     pool->fn = fn;
     pool->ctx = ctx;

@@ -137,6 +137,18 @@ def test_several_workers_take_part(core: ModuleType) -> None:
         core.lib.v8_threadpool_destroy(pool)
 
 
+def test_one_task_runs_on_the_caller(core: ModuleType) -> None:
+    """A one-task job is the caller's (worker 0): no helper is woken for it, however slow."""
+    pool = core.lib.v8_threadpool_create(4)
+    try:
+        for _ in range(50):
+            status, counts, per_worker, bad = run_job(core, pool, 1, spin=20_000)
+            assert status == V8_OK and bad == 0 and np.all(counts == 1)
+            assert per_worker.tolist() == [1, 0, 0, 0], per_worker
+    finally:
+        core.lib.v8_threadpool_destroy(pool)
+
+
 def test_create_destroy_many_times(core: ModuleType) -> None:
     lib = core.lib
     for i in range(200):
