@@ -1,8 +1,19 @@
 /* A persistent pthread pool.  Workers sleep on a condition variable between
- * jobs; a job is a task range claimed through an atomic counter, and the
- * caller (worker 0) works on it too.  Task-to-worker assignment is dynamic:
- * kernels make results independent of it by giving every task disjoint
- * outputs or its own partial slot.
+ * jobs; the caller (worker 0) works on each job too.  A job's tasks are split
+ * into one contiguous span per worker: a worker claims its own span's tasks
+ * in order through that span's atomic counter, then helps finish the other
+ * spans the same way.  Task-to-worker assignment is therefore still dynamic
+ * (a late worker's tasks go to whoever is free): kernels make results
+ * independent of it by giving every task disjoint outputs or its own partial
+ * slot.
+ *
+ * Why spans and not one shared counter: a GEMV task is a run of weight rows,
+ * and with one counter two workers take alternate tasks, so neither reads a
+ * sequential stream; each one's software prefetch runs into the rows the
+ * other is reading and every task starts on lines nobody fetched.  Measured
+ * on AMD EPYC (Zen 4), 2 threads, the 196 repacked Q4_K / Q6_K GEMVs of a
+ * 28-layer 1024-wide decode step, alternating in one process: 16.7-20.6 GB/s
+ * with one counter, 24.2-26.9 GB/s with spans.
  *
  * A pool holds one job at a time.  Callers on several threads may share a
  * pool (a Program keeps one per worker count): each v8_parallel_for holds the
@@ -14,6 +25,14 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+
+/* Tasks [next, end) of a job not yet claimed; `next` is claimed atomically.
+ * One cache line each, so workers claiming from their own spans never share a line. */
+typedef struct {
+    int64_t next;
+    int64_t end;
+    char pad[64 - 2 * sizeof(int64_t)];
+} task_span;
 
 struct v8_threadpool {
     int n_workers;
@@ -27,8 +46,7 @@ struct v8_threadpool {
     int stopping;
     v8_task_fn fn;
     void *ctx;
-    int64_t n_tasks;
-    int64_t next_task;     /* atomic */
+    task_span *spans;      /* [n_workers]: worker w's share of the tasks */
     int active_helpers;    /* helpers still inside the current job */
 };
 
@@ -43,12 +61,15 @@ static _Thread_local const v8_threadpool *inside_job;
 static void run_tasks(v8_threadpool *pool, int worker) {
     const v8_threadpool *outer = inside_job;
     inside_job = pool;
-    for (;;) {
-        int64_t t = __atomic_fetch_add(&pool->next_task, 1, __ATOMIC_RELAXED);
-        if (t >= pool->n_tasks) {
-            break;
+    for (int k = 0; k < pool->n_workers; ++k) {
+        task_span *span = &pool->spans[(worker + k) % pool->n_workers];
+        for (;;) {
+            const int64_t t = __atomic_fetch_add(&span->next, 1, __ATOMIC_RELAXED);
+            if (t >= span->end) {
+                break;
+            }
+            pool->fn(pool->ctx, t, worker);
         }
-        pool->fn(pool->ctx, t, worker);
     }
     inside_job = outer;
 }
@@ -125,6 +146,7 @@ static void free_pool(v8_threadpool *pool) {
     pthread_mutex_destroy(&pool->lock);
     pthread_mutex_destroy(&pool->dispatch);
     free(pool->threads);
+    free(pool->spans);
     free(pool);
 }
 
@@ -138,11 +160,12 @@ v8_threadpool *v8_threadpool_create(int n_workers) {
     }
     pool->n_workers = n_workers;
     pool->threads = calloc((size_t)n_workers, sizeof *pool->threads);
+    pool->spans = aligned_alloc(64, (size_t)n_workers * sizeof *pool->spans);
     pthread_mutex_init(&pool->dispatch, NULL);
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->wake, NULL);
     pthread_cond_init(&pool->done, NULL);
-    if (pool->threads == NULL) {
+    if (pool->threads == NULL || pool->spans == NULL) {
         free_pool(pool);
         return NULL;
     }
@@ -197,8 +220,13 @@ v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, v
     pthread_mutex_lock(&pool->lock);
     pool->fn = fn;
     pool->ctx = ctx;
-    pool->n_tasks = n_tasks;
-    __atomic_store_n(&pool->next_task, 0, __ATOMIC_RELAXED);
+    const int64_t share = n_tasks / pool->n_workers, extra = n_tasks % pool->n_workers;
+    int64_t begin = 0;
+    for (int w = 0; w < pool->n_workers; ++w) {
+        pool->spans[w].next = begin;
+        begin += share + (w < extra);
+        pool->spans[w].end = begin;
+    }
     __atomic_store_n(&pool->active_helpers, pool->n_workers - 1, __ATOMIC_RELAXED);
     __atomic_store_n(&pool->generation, pool->generation + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&pool->wake);

@@ -105,7 +105,9 @@ int v8_threadpool_workers(const v8_threadpool *pool);
 /* Runs fn(ctx, t, w) exactly once for every t in [0, n_tasks) and returns
  * when all have finished.  Which worker takes which task is not specified:
  * kernels must make each task own disjoint outputs (or partials indexed by
- * task), so the assignment can never change results. */
+ * task), so the assignment can never change results.  Each worker starts on
+ * its own contiguous share of the tasks and claims it in order, so a kernel
+ * whose consecutive tasks are consecutive rows reads one stream per worker. */
 v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, void *ctx);
 
 #ifdef __cplusplus

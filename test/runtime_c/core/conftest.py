@@ -16,6 +16,8 @@ PROBE_SOURCE = r"""
 typedef struct probe_ctx {
     int32_t *counts;      /* [n_tasks] */
     int32_t *per_worker;  /* [n_workers] */
+    int32_t *order;       /* NULL, or [n_workers][n_tasks]: each worker's tasks as it ran them */
+    int64_t n_tasks;
     int32_t bad_worker;
     int n_workers;
     int spin;             /* busy work per task, so several workers take part */
@@ -27,7 +29,10 @@ static void probe_task(void *raw, int64_t task, int worker) {
     if (worker < 0 || worker >= c->n_workers) {
         __atomic_fetch_add(&c->bad_worker, 1, __ATOMIC_RELAXED);
     } else {
-        __atomic_fetch_add(&c->per_worker[worker], 1, __ATOMIC_RELAXED);
+        const int32_t seq = __atomic_fetch_add(&c->per_worker[worker], 1, __ATOMIC_RELAXED);
+        if (c->order != NULL) {
+            c->order[(int64_t)worker * c->n_tasks + seq] = (int32_t)task;
+        }
     }
     volatile int sink = 0;
     for (int i = 0; i < c->spin; ++i) {
@@ -36,17 +41,24 @@ static void probe_task(void *raw, int64_t task, int worker) {
     (void)sink;
 }
 
-int probe_run(v8_threadpool *pool, int64_t n_tasks, int32_t *counts, int32_t *per_worker,
-              int spin, int32_t *bad_worker) {
+int probe_run_order(v8_threadpool *pool, int64_t n_tasks, int32_t *counts, int32_t *per_worker,
+                    int32_t *order, int spin, int32_t *bad_worker) {
     probe_ctx c;
     c.counts = counts;
     c.per_worker = per_worker;
+    c.order = order;
+    c.n_tasks = n_tasks;
     c.bad_worker = 0;
     c.n_workers = v8_threadpool_workers(pool);
     c.spin = spin;
     v8_status st = v8_parallel_for(pool, n_tasks, probe_task, &c);
     *bad_worker = c.bad_worker;
     return (int)st;
+}
+
+int probe_run(v8_threadpool *pool, int64_t n_tasks, int32_t *counts, int32_t *per_worker,
+              int spin, int32_t *bad_worker) {
+    return probe_run_order(pool, n_tasks, counts, per_worker, NULL, spin, bad_worker);
 }
 
 /* The scalar conversions over buffers of raw bits, so NaN payloads never
@@ -94,6 +106,8 @@ int probe_negative(v8_threadpool *pool) {
 """
 
 PROBE_CDEF = """
+int probe_run_order(v8_threadpool *pool, int64_t n_tasks, int32_t *counts, int32_t *per_worker,
+                    int32_t *order, int spin, int32_t *bad_worker);
 int probe_run(v8_threadpool *pool, int64_t n_tasks, int32_t *counts, int32_t *per_worker,
               int spin, int32_t *bad_worker);
 int probe_null_fn(v8_threadpool *pool);

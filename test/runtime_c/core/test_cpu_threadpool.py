@@ -137,6 +137,55 @@ def test_several_workers_take_part(core: ModuleType) -> None:
         core.lib.v8_threadpool_destroy(pool)
 
 
+def spans(n_tasks: int, workers: int) -> list[range]:
+    """Worker w's contiguous share of a job's tasks (the first n_tasks % workers get one more)."""
+    share, extra = divmod(n_tasks, workers)
+    bounds = [0]
+    for w in range(workers):
+        bounds.append(bounds[-1] + share + (w < extra))
+    return [range(bounds[w], bounds[w + 1]) for w in range(workers)]
+
+
+def span_walk_problem(order: list[int], own: int, parts: list[range]) -> str | None:
+    """None if `order` is an increasing run of span `own`, then of own + 1, ... (wrapping)."""
+    walk = [(own + k) % len(parts) for k in range(len(parts))]
+    position = 0
+    for i, task in enumerate(order):
+        span = next(w for w, part in enumerate(parts) if task in part)
+        while position < len(walk) and walk[position] != span:
+            position += 1
+        if position == len(walk):
+            return f"task {task} (span {span}) out of the walk {walk} at step {i}: {order}"
+        if i > 0 and order[i - 1] in parts[span] and order[i - 1] >= task:
+            return f"span {span} not claimed in order: {order}"
+    return None
+
+
+@pytest.mark.parametrize("workers", (2, 3, 4))
+def test_workers_walk_their_own_span_first(core: ModuleType, workers: int) -> None:
+    """A worker claims its own contiguous span in order, then helps the next spans: its
+    weight rows (GEMV tasks) are one sequential stream, not every workers-th task."""
+    ffi, lib = core.ffi, core.lib
+    pool = lib.v8_threadpool_create(workers)
+    try:
+        for n_tasks, spin in ((64, 20_000), (7, 50_000), (1000, 0)):
+            for _ in range(5):
+                counts = np.zeros(n_tasks, dtype=np.int32)
+                per_worker = np.zeros(workers, dtype=np.int32)
+                order = np.full((workers, n_tasks), -1, dtype=np.int32)
+                bad = ffi.new("int32_t *")
+                status = lib.probe_run_order(pool, n_tasks, ffi.from_buffer("int32_t[]", counts),
+                                             ffi.from_buffer("int32_t[]", per_worker),
+                                             ffi.from_buffer("int32_t[]", order), spin, bad)
+                assert status == V8_OK and bad[0] == 0 and np.all(counts == 1)
+                parts = spans(n_tasks, workers)
+                for w in range(workers):
+                    problem = span_walk_problem(order[w, :per_worker[w]].tolist(), w, parts)
+                    assert problem is None, f"worker {w}, {n_tasks} tasks: {problem}"
+    finally:
+        lib.v8_threadpool_destroy(pool)
+
+
 def test_one_task_runs_on_the_caller(core: ModuleType) -> None:
     """A one-task job is the caller's (worker 0): no helper is woken for it, however slow."""
     pool = core.lib.v8_threadpool_create(4)
