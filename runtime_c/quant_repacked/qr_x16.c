@@ -385,8 +385,8 @@ static inline void V8_SIMD_FN(qx_step)(const v8_block_q4_kx16 *w, const v8_block
  * (huge pages, AMD EPYC Zen 4, 1 thread, alternating builds in one run) took
  * 16.4-17.6 GB/s, without them 18.3-20.1 (reading the same bytes: 22-27);
  * the AVX2 walk on the same host went the other way, 21.5-23.4 with them,
- * 17.6-20.3 without.  The Q6_K walk's per-line prefetches were level either
- * way and stay. */
+ * 17.6-20.3 without.  The Q6_K walk keeps its per-line prefetches: with no
+ * prefetch in either walk the same step fell to 14.0-15.9 GB/s. */
 static void V8_SIMD_FN(qx_group)(const qx_job *j, int64_t G) {
     const __m512i m4 = _mm512_set1_epi8(15);
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
@@ -416,9 +416,15 @@ static void V8_SIMD_FN(qx_group)(const qx_job *j, int64_t G) {
 }
 
 
-/* Q6_K: lanes 2c, 2c+1 of all 16 rows for c = 0..3, the groups g inner. */
+/* Q6_K: the 8 int32 lanes (2c, 2c+1 for c = 0..3) of all 16 rows at once, the
+ * block's lines in memory order: per group g, its two qh lines and its four ql
+ * units c = 0..3, and its scales widened once for both of its sub-blocks.
+ * (Walking c outer and g inner visited every fourth line of a block four
+ * times over and widened each group's scales four times.) */
 static void V8_SIMD_FN(q6x_group)(const qx_job *j, int64_t G) {
     const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    const __m512i pick0 = _mm512_loadu_si512((const void *)q6x_pick[0]);
+    const __m512i pick1 = _mm512_loadu_si512((const void *)q6x_pick[1]);
     __m512 facc[8];
     for (int u = 0; u < 8; ++u) {
         facc[u] = _mm512_setzero_ps();
@@ -429,18 +435,20 @@ static void V8_SIMD_FN(q6x_group)(const qx_job *j, int64_t G) {
         q6x_prefetch_block(w);
         const __m512 d = _mm512_mul_ps(_mm512_set1_ps(ab->d),
                                        _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)w->d)));
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
-            const __m512i pick = _mm512_loadu_si512((const void *)q6x_pick[c / 2]);
-            __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+        __m512i lane[8];
+        for (int u = 0; u < 8; ++u) {
+            lane[u] = _mm512_setzero_si512();
+        }
 #pragma GCC unroll 2
-            for (int g = 0; g < 8; ++g) {
+        for (int g = 0; g < 8; ++g) {
+            const __m512i sw = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)w->sc[g]));
+            const __m512i sc[2] = {_mm512_shuffle_epi8(sw, pick0), _mm512_shuffle_epi8(sw, pick1)};
+            qx_prefetch_unit(w->qh[2 * g]);
+            qx_prefetch_unit(w->qh[2 * g + 1]);
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; ++c) {
                 const int u = 4 * g + c;
                 qx_prefetch_unit(w->ql[u]);
-                if (c == 0) {
-                    qx_prefetch_unit(w->qh[2 * g]);
-                    qx_prefetch_unit(w->qh[2 * g + 1]);
-                }
                 const __m512i v = _mm512_loadu_si512((const void *)w->ql[u]);
                 const __m512i h = _mm512_loadu_si512((const void *)w->qh[u / 2]);
                 const __m512i hlo = c % 2 == 0 ? _mm512_and_si512(_mm512_slli_epi16(h, 4), m30) : _mm512_and_si512(h, m30);
@@ -448,21 +456,17 @@ static void V8_SIMD_FN(q6x_group)(const qx_job *j, int64_t G) {
                                                : _mm512_and_si512(_mm512_srli_epi16(h, 2), m30);
                 const __m512i llo = _mm512_or_si512(_mm512_and_si512(v, m4), hlo);
                 const __m512i lhi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hhi);
-                const __m512i sc = _mm512_shuffle_epi8(
-                    _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)w->sc[g])), pick);
-                lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_maddubs_epi16(llo, _mm512_set1_epi32(qx_a32(ab->qs + 8 * u))), sc));
-                hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_maddubs_epi16(lhi, _mm512_set1_epi32(qx_a32(ab->qs + 8 * u + 4))), sc));
+                lane[2 * c] = _mm512_add_epi32(lane[2 * c], _mm512_madd_epi16(_mm512_maddubs_epi16(llo, _mm512_set1_epi32(qx_a32(ab->qs + 8 * u))), sc[c / 2]));
+                lane[2 * c + 1] = _mm512_add_epi32(lane[2 * c + 1], _mm512_madd_epi16(_mm512_maddubs_epi16(lhi, _mm512_set1_epi32(qx_a32(ab->qs + 8 * u + 4))), sc[c / 2]));
             }
-            const __m512i clo = _mm512_madd_epi16(
-                _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)w->sc[2 * c])),
-                _mm512_set1_epi32(q6x_bsum_pair(ab, 2 * c)));
-            const __m512i chi = _mm512_madd_epi16(
-                _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)w->sc[2 * c + 1])),
-                _mm512_set1_epi32(q6x_bsum_pair(ab, 2 * c + 1)));
-            lo = _mm512_sub_epi32(lo, _mm512_slli_epi32(clo, 5));
-            hi = _mm512_sub_epi32(hi, _mm512_slli_epi32(chi, 5));
-            facc[2 * c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lo), facc[2 * c]);
-            facc[2 * c + 1] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(hi), facc[2 * c + 1]);
+        }
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; ++u) {
+            const __m512i corr = _mm512_madd_epi16(
+                _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)w->sc[u])),
+                _mm512_set1_epi32(q6x_bsum_pair(ab, u)));
+            lane[u] = _mm512_sub_epi32(lane[u], _mm512_slli_epi32(corr, 5));
+            facc[u] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lane[u]), facc[u]);
         }
     }
     const __m512 r0 = _mm512_add_ps(facc[4], facc[0]), r1 = _mm512_add_ps(facc[5], facc[1]);
