@@ -88,6 +88,8 @@ bench:
 	$(PYTHON) bench/attention_vs_ggml.py
 	$(PYTHON) bench/model_vs_llamacpp.py
 	$(PYTHON) bench/compile_path.py
+	sh bench/decode_gemvs.sh 1
+	sh bench/decode_gemvs.sh 2
 
 # The runtime_c numerics with every extension built under AddressSanitizer and UBSan
 # (V8_SANITIZE is part of the build cache key).  cffi loads the extensions into a plain

@@ -7,8 +7,9 @@ outputs are bit-identical.  Not part of the test run.
 The ggml graph is built once per row and thread count, and ours and ggml
 run alternately (bench/timing.py: the order flips every repeat and each
 call starts after an idle gap, so neither side's spinning workers take the
-other's cores); the load average is
-printed before and after.
+other's cores); then the same alternation of warm bursts, back-to-back calls
+with each side's workers awake as in a model's decode step (the warm columns).
+The load average is printed before and after.
 
 Rows: decode H=32 Hkv=8 D=128 at KV 1058 and 4096 (split-KV contract
 f16_online_fp32_merge_fp32_dot, provider attn_online_split_f16kv); prefill Q=64
@@ -33,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test" / "runtime_c" / "attention"))
 
 import online_model as M  # noqa: E402
-from timing import alternating  # noqa: E402
+from timing import alternating, warm_alternating  # noqa: E402
 
 from v8dialect.data.paths import runtime_c_dir  # noqa: E402
 from v8dialect.runtime.host import cpu_model, native_ggml_build  # noqa: E402
@@ -112,9 +113,12 @@ def ggml_contracts(lib, ggml_build: str) -> dict[str, int]:
 
 
 def interleaved_medians(fa, fb, repeats):
-    """Median seconds of fa and fb, run alternately after idle gaps (bench/timing.py)."""
+    """Median seconds of fa and fb, run alternately after idle gaps, then the same of warm
+    back-to-back bursts (bench/timing.py)."""
     ta, tb = alternating(fa, fb, repeats, warmup=1)
-    return statistics.median(ta), statistics.median(tb)
+    wa, wb = warm_alternating(fa, fb, max(repeats // 3, 3))
+    return (statistics.median(ta), statistics.median(tb),
+            statistics.median(wa), statistics.median(wb))
 
 
 def main() -> None:
@@ -139,7 +143,8 @@ def main() -> None:
     contracts = ggml_contracts(lib, native_ggml_build())
     print(f"# CPU: {cpu_model()}; ours: {isa}")
     print("# load average %.2f %.2f %.2f" % os.getloadavg())
-    print(f"{'row':34s} {'thr':>3s} {'ours ms':>9s} {'ggml ms':>9s} {'ratio':>6s} bit-exact")
+    print(f"{'row':34s} {'thr':>3s} {'ours ms':>9s} {'ggml ms':>9s} {'ratio':>6s} "
+          f"{'warm ours':>9s} {'warm ggml':>9s} {'ratio':>6s} bit-exact")
     for name, n_q, h, hkv, d, kv, p0, causal, kind in rows:
         if opts.rows not in name:
             continue
@@ -172,13 +177,15 @@ def main() -> None:
 
             gg = GgmlGraph(q, k, v, hkv, kv, p0, bool(causal), scale)
             try:
-                t_ours, t_gg = interleaved_medians(ours, lambda: gg.compute(threads), repeats)
+                t_ours, t_gg, w_ours, w_gg = interleaved_medians(
+                    ours, lambda: gg.compute(threads), repeats)
                 ref = gg.result()
             finally:
                 gg.free()
             exact = status[0] == 0 and np.array_equal(out.view(np.uint32), ref.view(np.uint32))
             print(f"{name:34s} {threads:3d} {t_ours * 1e3:9.3f} {t_gg * 1e3:9.3f} "
-                  f"{t_ours / t_gg:6.2f} {exact}")
+                  f"{t_ours / t_gg:6.2f} {w_ours * 1e3:9.3f} {w_gg * 1e3:9.3f} "
+                  f"{w_ours / w_gg:6.2f} {exact}")
     print("# load average %.2f %.2f %.2f" % os.getloadavg())
 
 

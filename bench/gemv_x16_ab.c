@@ -17,36 +17,18 @@
 #include "quant/v8_quant.h"
 #include "quant_repacked/v8_quant_repacked.h"
 #include "quant_repacked/v8_quant_repacked_x16.h"
+#include "bench_util.h"
 #include "stream_read.h"
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)rng;
-}
-
-static uint16_t f16_small(void) {
-    /* exponent 2^-10 .. 2^-7, random mantissa, positive */
-    return (uint16_t)(((5 + rnd() % 4) << 10) | (rnd() & 0x3ff));
-}
 
 static void fill_q4k(uint8_t *w, int64_t n, int64_t k) {
     const int64_t blocks = n * (k / 256);
     for (int64_t i = 0; i < blocks; ++i) {
         v8_block_q4_k *b = (v8_block_q4_k *)(void *)(w + i * 144);
         for (int j = 0; j < 144; ++j) {
-            ((uint8_t *)b)[j] = (uint8_t)rnd();
+            ((uint8_t *)b)[j] = (uint8_t)bench_rnd();
         }
-        b->d = f16_small();
-        b->dmin = f16_small();
+        b->d = bench_f16_scale();
+        b->dmin = bench_f16_scale();
     }
 }
 
@@ -55,9 +37,9 @@ static void fill_q6k(uint8_t *w, int64_t n, int64_t k) {
     for (int64_t i = 0; i < blocks; ++i) {
         v8_block_q6_k *b = (v8_block_q6_k *)(void *)(w + i * 210);
         for (int j = 0; j < 210; ++j) {
-            ((uint8_t *)b)[j] = (uint8_t)rnd();
+            ((uint8_t *)b)[j] = (uint8_t)bench_rnd();
         }
-        b->d = f16_small();
+        b->d = bench_f16_scale();
     }
 }
 
@@ -141,7 +123,7 @@ static void run_shape(const char *isa, int64_t n, int64_t k, int rounds) {
     fill_q4k(w4, n, k);
     fill_q6k(w6, n, k);
     for (int64_t i = 0; i < k; ++i) {
-        x[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+        x[i] = (float)((int)(bench_rnd() % 2001) - 1000) * 1e-3f;
     }
     const size_t xb6 = v8_q6_k_x16_repack_bytes(n, k);
     uint8_t *wx6 = aligned_alloc(64, (xb6 + 63) / 64 * 64);
@@ -186,11 +168,11 @@ static void run_shape(const char *isa, int64_t n, int64_t k, int rounds) {
         for (int i = 0; i < NV; ++i) {
             const int vi = (r % 2) ? NV - 1 - i : i;             /* alternate the order */
             call(&v[vi], x, n, k);                                 /* warm */
-            const double t0 = now();
+            const double t0 = bench_now();
             for (int it = 0; it < iters; ++it) {
                 call(&v[vi], x, n, k);
             }
-            t[vi][r] = (now() - t0) / iters;
+            t[vi][r] = (bench_now() - t0) / iters;
         }
     }
     double med[NV], mn[NV];

@@ -10,6 +10,8 @@ ratio ours/ggml of the medians (target <= 1.0) and of the minima, weight-
 streaming GB/s (from the medians), a bit-exact check, and the 1-minute load
 average around each case (a host with load above its core count measures
 contention more than kernels; the minima are then the steadier figures).
+The warm columns time back-to-back bursts with each side's workers awake (as
+in a model's decode step), their medians and ratio.
 
     python bench/quant_vs_ggml.py [--repeats 60] [--threads 1,2]
 """
@@ -26,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "test" / "runtime_c" / "quant"))
 from ql_support import QL, GgmlLinear, bitexact, import_ggml, make_activation, make_weights  # noqa: E402
-from timing import alternating  # noqa: E402
+from timing import alternating, warm_alternating  # noqa: E402
 
 from v8dialect.runtime.host import cpu_model  # noqa: E402
 
@@ -57,7 +59,8 @@ def main() -> int:
           f"load average {os.getloadavg()[0]:.2f}, ours: {isa}{vnni}")
     print(f"{'case':<28}{'thr':>4}{'ggml ms':>10}{'ours ms':>10}{'ratio':>7}"
           f"{'ggml min':>10}{'ours min':>10}{'ratio':>7}"
-          f"{'ggml GB/s':>10}{'ours GB/s':>10}  bitexact  load")
+          f"{'ggml GB/s':>10}{'ours GB/s':>10}{'warm ggml':>10}{'warm ours':>10}{'ratio':>7}"
+          f"  bitexact  load")
     for fmt, n, k, m in cases:
         w = make_weights(n, k, 1)
         runner = GgmlLinear(ggml, fmt, n, k, m)
@@ -86,7 +89,10 @@ def main() -> int:
                 def ours(pooled=pooled, pool=pool) -> object:
                     return pooled(pool, sel, py, pw, px, ql.ffi.NULL, *dims, ps, nbytes)
             load0 = os.getloadavg()[0]
-            tg, to = alternating(lambda threads=threads: runner.compute(threads), ours, args.repeats)
+            theirs = lambda threads=threads: runner.compute(threads)  # noqa: E731
+            tg, to = alternating(theirs, ours, args.repeats)
+            wg, wo = warm_alternating(theirs, ours, max(args.repeats // 4, 3))
+            w_g, w_o = statistics.median(wg) * 1e3, statistics.median(wo) * 1e3
             load1 = os.getloadavg()[0]
             t_g, t_o = statistics.median(tg) * 1e3, statistics.median(to) * 1e3
             n_g, n_o = min(tg) * 1e3, min(to) * 1e3
@@ -97,7 +103,8 @@ def main() -> int:
             label = f"{fmt} {'GEMV' if gemv else f'GEMM M={m}'} {n}x{k}"
             print(f"{label:<28}{threads:>4}{t_g:>10.3f}{t_o:>10.3f}{t_o / t_g:>7.2f}"
                   f"{n_g:>10.3f}{n_o:>10.3f}{n_o / n_g:>7.2f}"
-                  f"{gb / (t_g / 1e3):>10.1f}{gb / (t_o / 1e3):>10.1f}  {same}/{total}"
+                  f"{gb / (t_g / 1e3):>10.1f}{gb / (t_o / 1e3):>10.1f}"
+                  f"{w_g:>10.3f}{w_o:>10.3f}{w_o / w_g:>7.2f}  {same}/{total}"
                   f"  {load0:.1f}-{load1:.1f}", flush=True)
         runner.close()
     ql.close()

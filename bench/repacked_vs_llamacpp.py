@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "test" / "runtime_c" / "quant_repacked"))
 from qr_support import bitexact, make_activation, make_weights  # noqa: E402
 from test_quant_repacked_x16 import QX  # noqa: E402
-from timing import alternating  # noqa: E402
+from timing import alternating, warm_alternating  # noqa: E402
 
 from v8dialect.runtime.host import cpu_model  # noqa: E402
 
@@ -51,7 +51,8 @@ def main() -> int:
     print(f"CPU: {cpu_model()}, cores {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}, "
           f"ours: {isa}")
     print(f"{'case':<36}{'thr':>4}{'llama ms':>10}{'ours ms':>10}{'ratio':>7}{'llama min':>10}"
-          f"{'ours min':>10}{'ratio':>7}{'llama GB/s':>11}{'ours GB/s':>10}  bitexact")
+          f"{'ours min':>10}{'ratio':>7}{'llama GB/s':>11}{'ours GB/s':>10}{'warm llama':>11}"
+          f"{'warm ours':>10}{'ratio':>7}  bitexact")
     for kind, n, k, m in CASES:
         w = ggml.quantize("q4_k", make_weights(n, k, 1))
         x = np.ascontiguousarray(make_activation(m, k, 2))
@@ -80,14 +81,16 @@ def main() -> int:
                     print(f"{label:<36}{threads:>4}  llama.cpp kept the weight plain: no row")
                     continue
                 tl, to = alternating(theirs.compute, ours, args.repeats)
+                wl, wo = warm_alternating(theirs.compute, ours, max(args.repeats // 4, 3))
                 same, total = bitexact(y, theirs.output())
             assert status[0] == 0
             t_l, t_o = statistics.median(tl) * 1e3, statistics.median(to) * 1e3
             n_l, n_o = min(tl) * 1e3, min(to) * 1e3
+            w_l, w_o = statistics.median(wl) * 1e3, statistics.median(wo) * 1e3
             gb = w.nbytes / 1e9
             print(f"{label:<36}{threads:>4}{t_l:>10.3f}{t_o:>10.3f}{t_o / t_l:>7.2f}{n_l:>10.3f}"
                   f"{n_o:>10.3f}{n_o / n_l:>7.2f}{gb / (t_l / 1e3):>11.1f}{gb / (t_o / 1e3):>10.1f}"
-                  f"  {same}/{total}", flush=True)
+                  f"{w_l:>11.3f}{w_o:>10.3f}{w_o / w_l:>7.2f}  {same}/{total}", flush=True)
     qx.close()
     return 0
 

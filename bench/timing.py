@@ -5,6 +5,12 @@ for a while after each graph, and v8's workers spin after each job, so back-to-b
 two engines would measure one engine's spinning threads stealing the other's cores.  With
 both pools quiet each side pays only its own wake-ups.  The two sides alternate, and which
 goes first alternates too, so drifting load on a shared host hits both alike.
+
+A settled call measures a kernel as the first op after idle sees it: on virtual CPUs a
+sleeping worker takes tens to hundreds of microseconds to wake, which dominates short
+multi-threaded calls.  Inside a model the ops run back to back with the workers awake, so
+`warm_alternating` also times bursts: after the settle, one untimed call wakes the side's
+workers, then BURST calls run back to back and each counts as the burst's mean.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import time
 from collections.abc import Callable
 
 SETTLE_S = 0.02
+BURST = 8
 
 
 def settled(fn: Callable[[], object]) -> float:
@@ -23,19 +30,41 @@ def settled(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def alternating(a: Callable[[], object], b: Callable[[], object],
-                repeats: int, warmup: int = 2) -> tuple[list[float], list[float]]:
-    """Wall times (s) of a and b over `repeats` rounds, the order flipped every round."""
-    for _ in range(warmup):
-        a()
-        b()
+def flipped(a: Callable[[], object], b: Callable[[], object], repeats: int,
+            measure: Callable[[Callable[[], object]], float]) -> tuple[list[float], list[float]]:
+    """measure(a) and measure(b) over `repeats` rounds, the order flipped every round."""
     ta: list[float] = []
     tb: list[float] = []
     for i in range(repeats):
         if i % 2 == 0:
-            ta.append(settled(a))
-            tb.append(settled(b))
+            ta.append(measure(a))
+            tb.append(measure(b))
         else:
-            tb.append(settled(b))
-            ta.append(settled(a))
+            tb.append(measure(b))
+            ta.append(measure(a))
     return ta, tb
+
+
+def alternating(a: Callable[[], object], b: Callable[[], object],
+                repeats: int, warmup: int = 2) -> tuple[list[float], list[float]]:
+    """Wall times (s) of settled calls of a and b over `repeats` rounds."""
+    for _ in range(warmup):
+        a()
+        b()
+    return flipped(a, b, repeats, settled)
+
+
+def warm_call(fn: Callable[[], object], burst: int = BURST) -> float:
+    """Mean wall seconds of `burst` back-to-back calls of fn, after a settle and one waking call."""
+    time.sleep(SETTLE_S)
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(burst):
+        fn()
+    return (time.perf_counter() - t0) / burst
+
+
+def warm_alternating(a: Callable[[], object], b: Callable[[], object],
+                     repeats: int) -> tuple[list[float], list[float]]:
+    """Per-call wall times (s) of warm bursts of a and b over `repeats` rounds."""
+    return flipped(a, b, repeats, warm_call)
