@@ -9,8 +9,9 @@ goes first alternates too, so drifting load on a shared host hits both alike.
 A settled call measures a kernel as the first op after idle sees it: on virtual CPUs a
 sleeping worker takes tens to hundreds of microseconds to wake, which dominates short
 multi-threaded calls.  Inside a model the ops run back to back with the workers awake, so
-`warm_alternating` also times bursts: after the settle, one untimed call wakes the side's
-workers, then BURST calls run back to back and each counts as the burst's mean.
+`warm_alternating` also times bursts: after a longer settle (WARM_SETTLE_S), one untimed
+call wakes the side's workers, then BURST calls run back to back and each counts as the
+burst's mean.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from collections.abc import Callable
 
 SETTLE_S = 0.02
 BURST = 8
+# Before a warm burst both sides' workers must be asleep, not merely idle: ggml's OpenMP
+# workers spin for longer than SETTLE_S, and a burst that starts while they spin shares
+# its cores with them (AMD EPYC, 2 threads, decode attention KV1058: v8's warm burst took
+# 1.27 ms per call after 20 ms, 0.66 ms after 300 ms).
+WARM_SETTLE_S = 0.3
 
 
 def settled(fn: Callable[[], object]) -> float:
@@ -56,7 +62,7 @@ def alternating(a: Callable[[], object], b: Callable[[], object],
 
 def warm_call(fn: Callable[[], object], burst: int = BURST) -> float:
     """Mean wall seconds of `burst` back-to-back calls of fn, after a settle and one waking call."""
-    time.sleep(SETTLE_S)
+    time.sleep(WARM_SETTLE_S)
     fn()
     t0 = time.perf_counter()
     for _ in range(burst):
