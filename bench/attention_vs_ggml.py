@@ -4,6 +4,10 @@ outputs are bit-identical.  Not part of the test run.
 
     python bench/attention_vs_ggml.py [--repeats N] [--rows SUBSTRING]
 
+The ggml is llama.cpp's own (v8dialect.parity.ggml_ops, the libggml that
+llama-cpp-python ships), whose arithmetic the fp32-dot contracts name; its
+graph runs on a CPU backend with its persistent threads, as in llama.cpp, over
+llama.cpp's KV extent (the keys rounded up to 256, the rest masked).
 The ggml graph is built once per row and thread count, and ours and ggml
 run alternately (bench/timing.py: the order flips every repeat and each
 call starts after an idle gap, so neither side's spinning workers take the
@@ -37,7 +41,8 @@ import online_model as M  # noqa: E402
 from timing import alternating, warm_alternating  # noqa: E402
 
 from v8dialect.data.paths import runtime_c_dir  # noqa: E402
-from v8dialect.runtime.host import cpu_model, native_ggml_build  # noqa: E402
+from v8dialect.parity.ggml_ops import GgmlOps  # noqa: E402
+from v8dialect.runtime.host import cpu_model  # noqa: E402
 
 
 def build():
@@ -55,49 +60,6 @@ def build():
                          runtime_sources=RUNTIME_CORE_SOURCES + M.ONLINE_SOURCES
                          + ("attention/tiled.c", "attention/tiled_auto.c",
                             "attention/llama_regular.c"))), True
-
-
-class GgmlGraph:
-    """One ggml_flash_attn_ext graph (the same set-up as M.GgmlFlashAttn.run),
-    built once so that computing it can be timed repeatedly."""
-
-    def __init__(self, q, k_bits, v_bits, n_head_kv, kv_len, q_pos0, causal, scale,
-                 pad_to=256, mem_bytes=512 << 20):
-        import ggml as g
-        self.g = g
-        t, h, d = q.shape
-        kv_pad = (kv_len + pad_to - 1) // pad_to * pad_to
-        self.ctx = g.ggml_init(g.ggml_init_params(mem_size=mem_bytes, mem_buffer=None,
-                                                  no_alloc=False))
-        tq = g.ggml_new_tensor_3d(self.ctx, g.GGML_TYPE_F32, d, t, h)
-        tk = g.ggml_new_tensor_3d(self.ctx, g.GGML_TYPE_F16, d, kv_pad, n_head_kv)
-        tv = g.ggml_new_tensor_3d(self.ctx, g.GGML_TYPE_F16, d, kv_pad, n_head_kv)
-        tm = g.ggml_new_tensor_2d(self.ctx, g.GGML_TYPE_F16, kv_pad, t)
-        M._as_array(g, tq, np.float32, (h, t, d))[...] = np.transpose(q, (1, 0, 2))
-        ka = M._as_array(g, tk, np.uint16, (n_head_kv, kv_pad, d))
-        va = M._as_array(g, tv, np.uint16, (n_head_kv, kv_pad, d))
-        ka[...] = 0
-        va[...] = 0
-        ka[:, :kv_len] = k_bits[:, :kv_len]
-        va[:, :kv_len] = v_bits[:, :kv_len]
-        ma = M._as_array(g, tm, np.float16, (t, kv_pad))
-        ma[...] = np.float16(-np.inf)
-        for i in range(t):
-            ma[i, :q_pos0 + i + 1 if causal else kv_len] = 0
-        self.out = g.ggml_flash_attn_ext(self.ctx, tq, tk, tv, tm, float(scale), 0.0, 0.0)
-        g.ggml_flash_attn_ext_set_prec(self.out, g.GGML_PREC_F32)
-        self.gf = g.ggml_new_graph(self.ctx)
-        g.ggml_build_forward_expand(self.gf, self.out)
-        self.shape = (t, h, d)
-
-    def compute(self, n_threads):
-        self.g.ggml_graph_compute_with_ctx(self.ctx, self.gf, n_threads)
-
-    def result(self):
-        return M._as_array(self.g, self.out, np.float32, self.shape).copy()
-
-    def free(self):
-        self.g.ggml_free(self.ctx)
 
 
 def ggml_contracts(lib, ggml_build: str) -> dict[str, int]:
@@ -140,7 +102,8 @@ def main() -> None:
                  # so this row is the bit-exact comparison with ggml's own choice
                  ("full T256 H16 D72 (auto contract)", 256, 16, 16, 72, 256, 0, 0, "auto")]
     isa = {0: "scalar", 1: "avx2", 2: "avx512"}[int(lib.v8_cpu_best_isa())]
-    contracts = ggml_contracts(lib, native_ggml_build())
+    ggml = GgmlOps()
+    contracts = ggml_contracts(lib, ggml.build)
     print(f"# CPU: {cpu_model()}; ours: {isa}")
     print("# load average %.2f %.2f %.2f" % os.getloadavg())
     print(f"{'row':34s} {'thr':>3s} {'ours ms':>9s} {'ggml ms':>9s} {'ratio':>6s} "
@@ -152,6 +115,11 @@ def main() -> None:
         k = rng.standard_normal((hkv, kv, d)).astype(np.float16).view(np.uint16)
         v = rng.standard_normal((hkv, kv, d)).astype(np.float16).view(np.uint16)
         scale = float(np.float32(1 / np.sqrt(d)))
+        # llama.cpp's KV extent: the valid keys rounded up to 256, the rest zero and masked
+        kv_pad = -(-kv // 256) * 256
+        k_pad = np.zeros((hkv, kv_pad, d), np.uint16)
+        v_pad = np.zeros((hkv, kv_pad, d), np.uint16)
+        k_pad[:, :kv], v_pad[:, :kv] = k, v
         for threads in (1, 2):
             pool = on.pool(threads)
             out = np.empty((n_q, h, d), np.float32)
@@ -175,13 +143,10 @@ def main() -> None:
             def ours():
                 status[0] = fn(*call)
 
-            gg = GgmlGraph(q, k, v, hkv, kv, p0, bool(causal), scale)
-            try:
-                t_ours, t_gg, w_ours, w_gg = interleaved_medians(
-                    ours, lambda: gg.compute(threads), repeats)
-                ref = gg.result()
-            finally:
-                gg.free()
+            with ggml.flash_attn_graph(q, k_pad, v_pad, kv, p0, bool(causal), scale,
+                                       threads) as gg:
+                t_ours, t_gg, w_ours, w_gg = interleaved_medians(ours, gg.compute, repeats)
+                ref = gg.output()
             exact = status[0] == 0 and np.array_equal(out.view(np.uint32), ref.view(np.uint32))
             print(f"{name:34s} {threads:3d} {t_ours * 1e3:9.3f} {t_gg * 1e3:9.3f} "
                   f"{t_ours / t_gg:6.2f} {w_ours * 1e3:9.3f} {w_gg * 1e3:9.3f} "

@@ -56,6 +56,24 @@ class _TensorExtra(ctypes.Structure):
     _fields_ = [("head", GgmlTensor), ("extra", ctypes.c_void_p)]
 
 
+def flash_inputs(q: np.ndarray[Any, Any], k16: np.ndarray[Any, Any], v16: np.ndarray[Any, Any],
+                 kv_len: int, q_pos0: int, causal: bool, pad: int,
+                 window: int) -> list[tuple[str, np.ndarray[Any, Any]]]:
+    """(ggml type, values in reverse ggml axis order) of flash attention's q, k, v and mask as
+    llama.cpp lays them out (see GgmlOps.flash_attn_ext)."""
+    n_q = q.shape[0]
+    n_kv = min(-(-kv_len // pad) * pad, k16.shape[1])
+    mask = np.full((n_q, n_kv), -np.inf, np.float16)
+    for i in range(n_q):
+        mask[i, :q_pos0 + i + 1 if causal else kv_len] = 0
+        if window:
+            mask[i, :max(0, q_pos0 + i + 1 - window)] = -np.inf
+    return [("f32", np.ascontiguousarray(q.transpose(1, 0, 2), np.float32)),
+            ("f16", np.ascontiguousarray(k16[:, :n_kv]).view(np.uint16)),
+            ("f16", np.ascontiguousarray(v16[:, :n_kv]).view(np.uint16)),
+            ("f16", mask.view(np.uint16))]
+
+
 class GgmlOps:
     def __init__(self, mem_bytes: int = 1 << 28) -> None:
         self.base, self.cpu = ggml_lib.load_libraries()
@@ -295,24 +313,30 @@ class GgmlOps:
         hiding the padding (and the future when causal), fp32 precision.  [T, H, D] out.
         window > 0 adds llama.cpp's standard SWA mask: the query at p hides key p0 when
         p - p0 >= window (llama_hparams::is_masked_swa)."""
-        n_q, n_head, d = q.shape
-        n_kv = min(-(-kv_len // pad) * pad, k16.shape[1])
-        mask = np.full((n_q, n_kv), -np.inf, np.float16)
-        for i in range(n_q):
-            mask[i, :q_pos0 + i + 1 if causal else kv_len] = 0
-            if window:
-                mask[i, :max(0, q_pos0 + i + 1 - window)] = -np.inf
+        inputs = flash_inputs(q, k16, v16, kv_len, q_pos0, causal, pad, window)
 
         def build(ctx: int) -> int:
-            tq = self._fill(ctx, "f32", np.ascontiguousarray(q.transpose(1, 0, 2), np.float32))
-            tk = self._fill(ctx, "f16", np.ascontiguousarray(k16[:, :n_kv]).view(np.uint16))
-            tv = self._fill(ctx, "f16", np.ascontiguousarray(v16[:, :n_kv]).view(np.uint16))
-            tm = self._fill(ctx, "f16", mask.view(np.uint16))
-            out = self.base.ggml_flash_attn_ext(ctx, tq, tk, tv, tm, scale, 0.0, 0.0)
-            self.base.ggml_flash_attn_ext_set_prec(out, 10)  # GGML_PREC_F32
-            return out
+            tensors = [self._fill(ctx, dtype, values) for dtype, values in inputs]
+            return self.flash_node(ctx, tensors, scale)
 
+        n_q, n_head, d = q.shape
         return self._run(build, threads, n_q, n_head * d).reshape(n_q, n_head, d)
+
+    def flash_node(self, ctx: int, tensors: list[int], scale: float) -> int:
+        """The flash_attn_ext node over q, k, v, mask tensors of `ctx`, fp32 precision."""
+        tq, tk, tv, tm = tensors
+        out = self.base.ggml_flash_attn_ext(ctx, tq, tk, tv, tm, scale, 0.0, 0.0)
+        self.base.ggml_flash_attn_ext_set_prec(out, 10)  # GGML_PREC_F32
+        return out
+
+    def flash_attn_graph(self, q: np.ndarray[Any, Any], k16: np.ndarray[Any, Any],
+                         v16: np.ndarray[Any, Any], kv_len: int, q_pos0: int, causal: bool,
+                         scale: float, threads: int = 1, pad: int = 256) -> FlashAttnGraph:
+        """flash_attn_ext's graph on a CPU backend with `threads` threads, built once and kept
+        (a context manager): compute() runs it again, as a benchmark times it; output() reads
+        [T, H, D]."""
+        return FlashAttnGraph(self, flash_inputs(q, k16, v16, kv_len, q_pos0, causal, pad, 0),
+                              q.shape, scale, threads)
 
     def gelu_table(self) -> np.ndarray[Any, Any]:
         """The CPU backend's fp16 GELU table (65536 fp16 bit patterns, indexed by x's fp16 bits)."""
@@ -416,41 +440,31 @@ class GgmlOps:
             b.ggml_free(ctx)
 
 
-class RepackedMulMat:
-    """One mul_mat graph over a weight in the CPU_REPACK buffer, with its CPU backend."""
+class BackendGraph:
+    """A graph kept with the CPU backend that computes it (a context manager): subclasses
+    build the graph, holding what they allocate on `_stack`, then call `_start`."""
 
-    def __init__(self, ops: GgmlOps, raw: np.ndarray[Any, Any], dtype: str,
-                 xs: np.ndarray[Any, Any], cols: int, threads: int) -> None:
-        base, cpu = ops.base, ops.cpu
-        self._base = base
-        self._stack = ExitStack()
-        self._rows, self._n = xs.shape[0], raw.shape[0]
-        try:
-            wt, self.repacked = ops.repacked_weight(self._stack, dtype, cols, raw)
-            ctx = ops.metadata_context(self._stack)
-            xt = base.ggml_new_tensor_2d(ctx, TYPES["f32"], cols, self._rows)
-            self._out = base.ggml_mul_mat(ctx, wt, xt)
-            self._graph = base.ggml_new_graph(ctx)
-            base.ggml_build_forward_expand(self._graph, self._out)
-            ops.tensor_buffer(self._stack, ctx, base.ggml_backend_cpu_buffer_type(), "CPU")
-            base.ggml_backend_tensor_set(xt, xs.ctypes.data, 0, xs.nbytes)
-            self._backend = cpu.ggml_backend_cpu_init()
-            if not self._backend:
-                raise RuntimeError("ggml_backend_cpu_init failed")
-            self._stack.callback(base.ggml_backend_free, self._backend)
-            cpu.ggml_backend_cpu_set_n_threads(self._backend, threads)
-        except BaseException:
-            self._stack.close()
-            raise
+    _base: Any
+    _graph: int
+    _backend: int
+    _stack: ExitStack
+
+    def _start(self, ops: GgmlOps, graph: int, threads: int) -> None:
+        self._base, self._graph = ops.base, graph
+        self._backend = ops.cpu.ggml_backend_cpu_init()
+        if not self._backend:
+            raise RuntimeError("ggml_backend_cpu_init failed")
+        self._stack.callback(ops.base.ggml_backend_free, self._backend)
+        ops.cpu.ggml_backend_cpu_set_n_threads(self._backend, threads)
 
     def compute(self) -> None:
         status = self._base.ggml_backend_graph_compute(self._backend, self._graph)
         if status != 0:
             raise RuntimeError(f"ggml_backend_graph_compute failed with status {status}")
 
-    def output(self) -> np.ndarray[Any, Any]:
-        res = (ctypes.c_float * (self._rows * self._n)).from_address(GgmlTensor.from_address(self._out).data)
-        return np.array(np.ctypeslib.as_array(res).reshape(self._rows, self._n), np.float32)
+    def _read(self, tensor: int, shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+        res = (ctypes.c_float * int(np.prod(shape))).from_address(GgmlTensor.from_address(tensor).data)
+        return np.array(np.ctypeslib.as_array(res).reshape(shape), np.float32)
 
     def close(self) -> None:
         self._stack.close()
@@ -461,3 +475,63 @@ class RepackedMulMat:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def _graph_of(base: Any, ctx: int, out: int) -> int:
+    graph = base.ggml_new_graph(ctx)
+    base.ggml_build_forward_expand(graph, out)
+    return graph
+
+
+class RepackedMulMat(BackendGraph):
+    """One mul_mat graph over a weight in the CPU_REPACK buffer, with its CPU backend."""
+
+    def __init__(self, ops: GgmlOps, raw: np.ndarray[Any, Any], dtype: str,
+                 xs: np.ndarray[Any, Any], cols: int, threads: int) -> None:
+        base = ops.base
+        self._stack = ExitStack()
+        self._rows, self._n = xs.shape[0], raw.shape[0]
+        try:
+            wt, self.repacked = ops.repacked_weight(self._stack, dtype, cols, raw)
+            ctx = ops.metadata_context(self._stack)
+            xt = base.ggml_new_tensor_2d(ctx, TYPES["f32"], cols, self._rows)
+            self._out = base.ggml_mul_mat(ctx, wt, xt)
+            graph = _graph_of(base, ctx, self._out)
+            ops.tensor_buffer(self._stack, ctx, base.ggml_backend_cpu_buffer_type(), "CPU")
+            base.ggml_backend_tensor_set(xt, xs.ctypes.data, 0, xs.nbytes)
+            self._start(ops, graph, threads)
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def output(self) -> np.ndarray[Any, Any]:
+        return self._read(self._out, (self._rows, self._n))
+
+
+class FlashAttnGraph(BackendGraph):
+    """One flash-attention graph (GgmlOps.flash_attn_ext's inputs) on a CPU backend."""
+
+    def __init__(self, ops: GgmlOps, inputs: list[tuple[str, np.ndarray[Any, Any]]],
+                 shape: tuple[int, ...], scale: float, threads: int) -> None:
+        base = ops.base
+        self._shape = shape
+        self._stack = ExitStack()
+        try:
+            ctx = ops.metadata_context(self._stack)
+            tensors: list[int] = []
+            for dtype, values in inputs:
+                dims = list(values.shape[::-1]) + [1] * (3 - values.ndim)
+                tensors.append(base.ggml_new_tensor_3d(ctx, TYPES[dtype], *dims[:3]))
+            self._out = ops.flash_node(ctx, tensors, scale)
+            graph = _graph_of(base, ctx, self._out)
+            ops.tensor_buffer(self._stack, ctx, base.ggml_backend_cpu_buffer_type(), "CPU")
+            for t, (_, values) in zip(tensors, inputs, strict=True):
+                raw = np.ascontiguousarray(values)
+                base.ggml_backend_tensor_set(t, raw.ctypes.data, 0, raw.nbytes)
+            self._start(ops, graph, threads)
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def output(self) -> np.ndarray[Any, Any]:
+        return self._read(self._out, self._shape)
