@@ -5,13 +5,16 @@ Writes a Qwen3-0.6B-shaped GGUF (28 layers, 1024 wide, 16/8 heads of 128, FFN 30
 own quantizer), then for each thread count measures, alternating the two engines (each timed
 call after 20 ms idle, so neither engine's spinning workers take the other's cores):
 
-- decode tokens/s at n_past 128, 1024 and 4096 (a prompt of that length, then timed steps),
+- decode tokens/s at n_past 128, 1024 and 4096 (a prompt of that length, then timed steps;
+  the median step),
 - prefill tokens/s for 64 and 512 tokens (one micro-batch each side; the fastest of three
   alternating rounds, a fresh KV cache each round),
 
 and prints both engines, the ratio v8/llama.cpp, the weight bytes streamed per decode token
 as GB/s and as a share of the streaming-read roofline measured in the same run (one pass
-over 1 GiB with the widest loads, split over the same worker count), the peak RSS of each
+over 1 GiB with the widest loads, split over the same worker count), that share again with
+the fp16 K and V rows the step's attention reads added (at n_past 4096 they outweigh the
+weights), the peak RSS of each
 engine in a process of its own, the CPU model, the ISA variant each side ran and whether
 the logits agree bit for bit.  A JSON of the results goes next to it.  llama.cpp runs with
 flash attention, fp16 KV and its default weight repacking; v8 with the circuit's llama.cpp
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -121,9 +125,16 @@ def write_model(path: Path, layers: int, seed: int = 0, zero: bool = False) -> i
     return streamed
 
 
+def kv_bytes(layers: int, n_past: int) -> int:
+    """The fp16 K and V rows one decode token's attention reads at `n_past`: every KV head's
+    n_past + 1 positions in every layer (beside the weights, the rest of what decode streams)."""
+    return 2 * layers * HKV * (n_past + 1) * D * 2
+
+
 def decode_rate(v8: Any, ll: Any, prompt: list[int], steps: int, threads: int,
-                order: int) -> tuple[float, float, bool]:
-    """Both engines: prompt, then `steps` timed decode steps; tokens/s each and bit-exactness."""
+                order: int) -> tuple[list[float], list[float], bool]:
+    """Both engines: prompt, then `steps` timed decode steps; each step's seconds per engine
+    and bit-exactness."""
     rng = np.random.default_rng(len(prompt))
     follow = [int(t) for t in rng.integers(0, VOCAB, steps)]
     v8.reset()
@@ -133,19 +144,16 @@ def decode_rate(v8: Any, ll: Any, prompt: list[int], steps: int, threads: int,
         ll_session.eval(prompt[i:i + 512])
     ours: list[np.ndarray] = []
     theirs: list[np.ndarray] = []
-    t_v8 = t_ll = 0.0
+    t_v8: list[float] = []
+    t_ll: list[float] = []
     for tok in follow:
         runs = [lambda t=tok: ours.append(v8.decode(t, threads).logits[0]),
                 lambda t=tok: theirs.append(ll_session.eval([t])[0])]
         for fn in (runs if order % 2 == 0 else runs[::-1]):
-            dt = settled(fn)
-            if fn is runs[0]:
-                t_v8 += dt
-            else:
-                t_ll += dt
+            (t_v8 if fn is runs[0] else t_ll).append(settled(fn))
     ll_session.close()
     exact = all(np.array_equal(a.view(np.uint32), b.view(np.uint32)) for a, b in zip(ours, theirs, strict=True))
-    return steps / t_v8, steps / t_ll, exact
+    return t_v8, t_ll, exact
 
 
 def ll_config(threads: int, prompt: int) -> Any:
@@ -276,12 +284,22 @@ def main() -> None:
         print(f"threads {threads}: streaming read {roofline[threads]:.1f} GB/s", flush=True)
         for n_past in n_pasts:
             prompt = [int(t) for t in rng.integers(0, VOCAB, n_past)]
-            ours, theirs, exact = decode_rate(v8, ll, prompt, args.steps, threads, len(rows))
+            t_ours, t_theirs, exact = decode_rate(v8, ll, prompt, args.steps, threads, len(rows))
+            # the median step: on a shared host one burst of a neighbour's load moves a
+            # 16-step sum by 30%; the means stay in the JSON
+            ours, theirs = 1 / statistics.median(t_ours), 1 / statistics.median(t_theirs)
+            kv = kv_bytes(args.layers, n_past)
             rows.append({"what": f"decode @ n_past {n_past}", "threads": threads, "v8_tok_s": ours,
                          "llamacpp_tok_s": theirs, "ratio": ours / theirs, "bit_exact": exact,
+                         "v8_tok_s_mean": len(t_ours) / sum(t_ours),
+                         "llamacpp_tok_s_mean": len(t_theirs) / sum(t_theirs),
                          "v8_gb_s": ours * streamed / 1e9, "llamacpp_gb_s": theirs * streamed / 1e9,
                          "v8_roofline": ours * streamed / 1e9 / roofline[threads],
-                         "llamacpp_roofline": theirs * streamed / 1e9 / roofline[threads]})
+                         "llamacpp_roofline": theirs * streamed / 1e9 / roofline[threads],
+                         "kv_bytes_per_token": kv,
+                         "v8_roofline_with_kv": ours * (streamed + kv) / 1e9 / roofline[threads],
+                         "llamacpp_roofline_with_kv":
+                             theirs * (streamed + kv) / 1e9 / roofline[threads]})
             print(f"  decode @ {n_past}: v8 {ours:.2f}, llama.cpp {theirs:.2f} tok/s", flush=True)
         for n in prefills:
             prompt = [int(t) for t in rng.integers(0, VOCAB, n)]
@@ -296,12 +314,16 @@ def main() -> None:
           f"{streamed / 1e6:.0f} MB; streaming read "
           + ", ".join(f"{t} thread(s) {g:.1f} GB/s" for t, g in roofline.items()))
     print(f"{'case':22s} {'thr':>3s} {'v8 tok/s':>10s} {'llama.cpp':>10s} {'v8/llama':>9s} "
-          f"{'v8 GB/s':>8s} {'ll GB/s':>8s} {'v8 roof':>8s} {'ll roof':>8s} bit-exact")
+          f"{'v8 GB/s':>8s} {'ll GB/s':>8s} {'v8 roof':>8s} {'ll roof':>8s} {'v8 +KV':>8s} "
+          f"{'ll +KV':>8s} bit-exact")
     for r in rows:
         print(f"{r['what']:22s} {r['threads']:3d} {r['v8_tok_s']:10.2f} {r['llamacpp_tok_s']:10.2f} "
               f"{r['ratio']:9.2f} {r.get('v8_gb_s', float('nan')):8.2f} "
               f"{r.get('llamacpp_gb_s', float('nan')):8.2f} {percent(r, 'v8_roofline')} "
-              f"{percent(r, 'llamacpp_roofline')} {r.get('bit_exact', '')}")
+              f"{percent(r, 'llamacpp_roofline')} {percent(r, 'v8_roofline_with_kv')} "
+              f"{percent(r, 'llamacpp_roofline_with_kv')} {r.get('bit_exact', '')}")
+    print("roof: weight bytes per token against the streaming read; +KV: weights and the fp16 "
+          "K/V rows the step's attention reads")
     if args.cpu_mask != "native":
         print("bit-exact compares with llama.cpp's own build for this CPU: the attention contracts "
               "name the running CPU's lane tree, so a masked run matches llama.cpp built for the "
