@@ -14,15 +14,19 @@ and prints both engines, the ratio v8/llama.cpp, the weight bytes streamed per d
 as GB/s and as a share of the streaming-read roofline measured in the same run (one pass
 over 1 GiB with the widest loads, split over the same worker count), that share again with
 the fp16 K and V rows the step's attention reads added (at n_past 4096 they outweigh the
-weights), the peak RSS of each
-engine in a process of its own, the CPU model, the ISA variant each side ran and whether
-the logits agree bit for bit.  A JSON of the results goes next to it.  llama.cpp runs with
-flash attention, fp16 KV and its default weight repacking; v8 with the circuit's llama.cpp
-arithmetic (weight_layout ggml_repacked).  --cpu-mask avx2 runs v8's AVX2 variant (llama.cpp
-keeps its own build's, so its attention lane tree then differs from v8's and so do the bits).
+weights), the peak RSS of each engine in a process of its own, the CPU model, the ISA
+variant each side ran and whether the logits agree bit for bit.  Beside the settled steps,
+warm bursts time decode as a generation loop runs it (steps back to back, workers awake).
+A JSON of the results goes next to it.  llama.cpp runs with flash attention, fp16 KV and
+its default weight repacking; v8 with the circuit's llama.cpp arithmetic (weight_layout
+ggml_repacked).  --cpu-mask avx2 runs v8's AVX2 variant (llama.cpp keeps its own build's,
+so its attention lane tree then differs from v8's and so do the bits).
+Then each other family's small test model (--families; e2e_support's writers) gets decode at
+n_past 64 and a 64-token prefill in both engines, with bit-exactness.
 
     python bench/model_vs_llamacpp.py [--layers 28] [--steps 16] [--threads 1,2]
         [--n-past 128,1024,4096] [--prefill 64,512] [--cpu-mask native|avx2] [--json out.json]
+        [--families qwen2,nanbeige,gemma3,qwen3vl,qwen35]
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import argparse
 import json
 import statistics
 import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +44,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "test" / "e2e"))
-from timing import settled  # noqa: E402
+from timing import BURST, WARM_SETTLE_S, settled  # noqa: E402
 
 E, H, HKV, D, FFN, VOCAB = 1024, 16, 8, 128, 3072, 32768
 
@@ -60,6 +66,7 @@ def vocabulary() -> tuple[list[str], list[str]]:
     return tokens, merges
 
 
+WARM_ROUNDS = 2  # warm decode bursts per engine and row
 BLOCK_BYTES = {"q4_k": 144, "q6_k": 210}  # per 256-element super-block
 
 
@@ -131,29 +138,67 @@ def kv_bytes(layers: int, n_past: int) -> int:
     return 2 * layers * HKV * (n_past + 1) * D * 2
 
 
+@dataclass
+class DecodeTimes:
+    """Per-step seconds of each engine: settled (each step after SETTLE_S idle) and warm
+    (back-to-back bursts, as a generation loop runs), with bit-exactness over every step."""
+
+    settled_v8: list[float] = field(default_factory=list[float])
+    settled_ll: list[float] = field(default_factory=list[float])
+    warm_v8: list[float] = field(default_factory=list[float])
+    warm_ll: list[float] = field(default_factory=list[float])
+    exact: bool = False
+
+    def row(self, what: str, threads: int) -> dict[str, Any]:
+        """tokens/s from the median step: on a shared host one burst of a neighbour's load
+        moves a 16-step sum by 30%; the settled means stay in the JSON."""
+        ours, theirs = 1 / statistics.median(self.settled_v8), 1 / statistics.median(self.settled_ll)
+        warm_ours, warm_theirs = 1 / statistics.median(self.warm_v8), 1 / statistics.median(self.warm_ll)
+        return {"what": what, "threads": threads, "v8_tok_s": ours, "llamacpp_tok_s": theirs,
+                "ratio": ours / theirs, "bit_exact": self.exact,
+                "v8_tok_s_mean": len(self.settled_v8) / sum(self.settled_v8),
+                "llamacpp_tok_s_mean": len(self.settled_ll) / sum(self.settled_ll),
+                "v8_tok_s_warm": warm_ours, "llamacpp_tok_s_warm": warm_theirs,
+                "ratio_warm": warm_ours / warm_theirs}
+
+
 def decode_rate(v8: Any, ll: Any, prompt: list[int], steps: int, threads: int,
-                order: int) -> tuple[list[float], list[float], bool]:
-    """Both engines: prompt, then `steps` timed decode steps; each step's seconds per engine
-    and bit-exactness."""
+                order: int, vocab: int = VOCAB, warm_rounds: int = WARM_ROUNDS) -> DecodeTimes:
+    """Both engines: prompt, then `steps` settled decode steps alternating the engines, then
+    `warm_rounds` warm bursts per engine (after WARM_SETTLE_S, one waking step, then BURST
+    steps back to back, each timed); the same tokens in the same order on both sides."""
     rng = np.random.default_rng(len(prompt))
-    follow = [int(t) for t in rng.integers(0, VOCAB, steps)]
+    burst = 1 + BURST
+    follow = [int(t) for t in rng.integers(0, vocab, steps + warm_rounds * burst)]
     v8.reset()
-    ll_session = ll.session(ll_config(threads, len(prompt)))
+    ll_session = ll.session(ll_config(threads, len(prompt) + len(follow)))
     v8.prefill(prompt, threads, 512)
     for i in range(0, len(prompt), 512):
         ll_session.eval(prompt[i:i + 512])
     ours: list[np.ndarray] = []
     theirs: list[np.ndarray] = []
-    t_v8: list[float] = []
-    t_ll: list[float] = []
-    for tok in follow:
-        runs = [lambda t=tok: ours.append(v8.decode(t, threads).logits[0]),
-                lambda t=tok: theirs.append(ll_session.eval([t])[0])]
-        for fn in (runs if order % 2 == 0 else runs[::-1]):
-            (t_v8 if fn is runs[0] else t_ll).append(settled(fn))
+    times = DecodeTimes()
+    step_ours = lambda t: ours.append(v8.decode(t, threads).logits[0])  # noqa: E731
+    step_theirs = lambda t: theirs.append(ll_session.eval([t])[0])  # noqa: E731
+    sides = [(step_ours, times.settled_v8, times.warm_v8), (step_theirs, times.settled_ll, times.warm_ll)]
+    if order % 2:
+        sides.reverse()
+    for tok in follow[:steps]:
+        for step, settled_times, _ in sides:
+            settled_times.append(settled(lambda t=tok, f=step: f(t)))
+    for r in range(warm_rounds):
+        toks = follow[steps + r * burst:steps + (r + 1) * burst]
+        for step, _, warm_times in (sides if r % 2 == 0 else sides[::-1]):
+            time.sleep(WARM_SETTLE_S)
+            step(toks[0])
+            for tok in toks[1:]:
+                t0 = time.perf_counter()
+                step(tok)
+                warm_times.append(time.perf_counter() - t0)
     ll_session.close()
-    exact = all(np.array_equal(a.view(np.uint32), b.view(np.uint32)) for a, b in zip(ours, theirs, strict=True))
-    return t_v8, t_ll, exact
+    times.exact = all(np.array_equal(a.view(np.uint32), b.view(np.uint32))
+                      for a, b in zip(ours, theirs, strict=True))
+    return times
 
 
 def ll_config(threads: int, prompt: int) -> Any:
@@ -182,6 +227,47 @@ def prefill_rate(v8: Any, ll: Any, prompt: list[int], threads: int,
         for fn in (ours, theirs) if r % 2 == 0 else (theirs, ours):
             fn()
     return len(prompt) / min(t_v8), len(prompt) / min(t_ll)
+
+
+def family_rows(names: list[str], threads: list[int], steps: int) -> list[dict[str, Any]]:
+    """Every other family's test model (e2e_support's shape: 2-4 layers, 256 wide, vocabulary
+    512; Q4_K/Q6_K blocks from llama.cpp's quantizer), decode at n_past 64 and a 64-token
+    prefill in both engines: at this size a step is dispatch and small-op work, not weight
+    streaming.  v8 builds with the settings v8-parity derives from the running llama.cpp."""
+    import e2e_support as S
+
+    from v8dialect.parity.cli import reference_loop_vectors
+    from v8dialect.parity.llamacpp import LlamaCppModel, oracle_info
+    from v8dialect.parity.run import ParityCase
+    from v8dialect.runtime.host import ggml_build_of_system_info
+    from v8dialect.runtime.model_session import ModelSession
+
+    rows: list[dict[str, Any]] = []
+    build, vectors = ggml_build_of_system_info(oracle_info().system_info), reference_loop_vectors()
+    for name in names:
+        path = ROOT / "build" / "bench" / f"{name}_small.gguf"
+        seed = sum(map(ord, name)) + 7
+        if name in S.STREAM_FAMILIES:
+            S.write_stream_gguf(S.STREAM_FAMILIES[name], path, seed=seed)
+        else:
+            S.write_gguf(S.FAMILIES[name], path, seed=seed)
+        case = ParityCase(path, name, (), (), kv_capacity=256, reference_build=build,
+                          reference_loop_vectors=vectors)
+        v8 = ModelSession.open(path, name, prefill_tokens=64, kv_capacity=256,
+                               overrides=case.build_overrides(), name=f"v8_bench_{name}")
+        ll = LlamaCppModel(path, repack=True)
+        rng = np.random.default_rng(seed)
+        for t in threads:
+            prompt = [int(x) for x in rng.integers(0, S.VOCAB, 64)]
+            rows.append(decode_rate(v8, ll, prompt, steps, t, len(rows), S.VOCAB).row(
+                f"{name}: decode @ 64", t))
+            ours, theirs = prefill_rate(v8, ll, prompt, t)
+            rows.append({"what": f"{name}: prefill 64", "threads": t, "v8_tok_s": ours,
+                         "llamacpp_tok_s": theirs, "ratio": ours / theirs})
+            print(f"  {name} threads {t}: decode v8 {rows[-2]['v8_tok_s']:.1f}, llama.cpp "
+                  f"{rows[-2]['llamacpp_tok_s']:.1f} tok/s", flush=True)
+        v8.close()
+    return rows
 
 
 def stream_roofline(threads: int) -> float:
@@ -240,6 +326,26 @@ def percent(row: dict[str, Any], key: str) -> str:
     return f"{100 * row[key]:7.0f}%" if key in row else " " * 8
 
 
+def number(row: dict[str, Any], key: str, width: int) -> str:
+    return f"{row[key]:{width}.2f}" if key in row else " " * width
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    print(f"{'case':26s} {'thr':>3s} {'v8 tok/s':>10s} {'llama.cpp':>10s} {'v8/llama':>9s} "
+          f"{'v8 GB/s':>8s} {'ll GB/s':>8s} {'v8 roof':>8s} {'ll roof':>8s} {'v8 +KV':>8s} "
+          f"{'ll +KV':>8s} {'warm v8':>9s} {'warm ll':>9s} {'warm x':>7s} bit-exact")
+    for r in rows:
+        print(f"{r['what']:26s} {r['threads']:3d} {r['v8_tok_s']:10.2f} {r['llamacpp_tok_s']:10.2f} "
+              f"{r['ratio']:9.2f} {number(r, 'v8_gb_s', 8)} {number(r, 'llamacpp_gb_s', 8)} "
+              f"{percent(r, 'v8_roofline')} {percent(r, 'llamacpp_roofline')} "
+              f"{percent(r, 'v8_roofline_with_kv')} {percent(r, 'llamacpp_roofline_with_kv')} "
+              f"{number(r, 'v8_tok_s_warm', 9)} {number(r, 'llamacpp_tok_s_warm', 9)} "
+              f"{number(r, 'ratio_warm', 7)} {r.get('bit_exact', '')}")
+    print("decode: the median step, each after 20 ms idle; warm: back-to-back bursts (a "
+          "generation loop).  roof: weight bytes per token against the streaming read; +KV: "
+          "weights and the fp16 K/V rows the step's attention reads")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=28)
@@ -248,6 +354,8 @@ def main() -> None:
     ap.add_argument("--n-past", default="128,1024,4096")
     ap.add_argument("--prefill", default="64,512")
     ap.add_argument("--cpu-mask", choices=("native", "avx2"), default="native")
+    ap.add_argument("--families", default="qwen2,nanbeige,gemma3,qwen3vl,qwen35",
+                    help="the other families' small test models (empty: none)")
     ap.add_argument("--json", type=Path, default=ROOT / "build" / "bench" / "model_vs_llamacpp.json")
     ap.add_argument("--model", type=Path, default=ROOT / "build" / "bench" / "qwen3_0p6b_shape.gguf")
     ap.add_argument("--rss-of", choices=("v8", "llamacpp"), help=argparse.SUPPRESS)
@@ -265,7 +373,7 @@ def main() -> None:
     streamed = write_model(args.model, args.layers)
     print("building the v8 program (first time: C compile) ...", flush=True)
     v8 = ModelSession.open(args.model, "qwen3", prefill_tokens=max(prefills),
-                           kv_capacity=max(n_pasts) + args.steps + 8,
+                           kv_capacity=max(n_pasts) + args.steps + WARM_ROUNDS * (1 + BURST) + 8,
                            overrides=("weight_layout=ggml_repacked",), name="v8_bench")
     lib = v8.program.extension.lib
     if args.cpu_mask == "avx2":
@@ -284,15 +392,11 @@ def main() -> None:
         print(f"threads {threads}: streaming read {roofline[threads]:.1f} GB/s", flush=True)
         for n_past in n_pasts:
             prompt = [int(t) for t in rng.integers(0, VOCAB, n_past)]
-            t_ours, t_theirs, exact = decode_rate(v8, ll, prompt, args.steps, threads, len(rows))
-            # the median step: on a shared host one burst of a neighbour's load moves a
-            # 16-step sum by 30%; the means stay in the JSON
-            ours, theirs = 1 / statistics.median(t_ours), 1 / statistics.median(t_theirs)
+            row = decode_rate(v8, ll, prompt, args.steps, threads, len(rows)).row(
+                f"decode @ n_past {n_past}", threads)
+            ours, theirs = row["v8_tok_s"], row["llamacpp_tok_s"]
             kv = kv_bytes(args.layers, n_past)
-            rows.append({"what": f"decode @ n_past {n_past}", "threads": threads, "v8_tok_s": ours,
-                         "llamacpp_tok_s": theirs, "ratio": ours / theirs, "bit_exact": exact,
-                         "v8_tok_s_mean": len(t_ours) / sum(t_ours),
-                         "llamacpp_tok_s_mean": len(t_theirs) / sum(t_theirs),
+            rows.append({**row,
                          "v8_gb_s": ours * streamed / 1e9, "llamacpp_gb_s": theirs * streamed / 1e9,
                          "v8_roofline": ours * streamed / 1e9 / roofline[threads],
                          "llamacpp_roofline": theirs * streamed / 1e9 / roofline[threads],
@@ -308,22 +412,16 @@ def main() -> None:
                          "llamacpp_tok_s": theirs, "ratio": ours / theirs})
             print(f"  prefill {n}: v8 {ours:.2f}, llama.cpp {theirs:.2f} tok/s", flush=True)
     v8.close()
+    families = [f for f in args.families.split(",") if f]
+    if families and args.cpu_mask == "native":  # the mask is set on the Qwen3 program only
+        print("other families, small test models:", flush=True)
+        rows += family_rows(families, [int(t) for t in args.threads.split(",")], args.steps)
     for engine in ("v8", "llamacpp"):
         rss[engine] = peak_rss_mib(engine, args.model, 1)
     print(f"\nCPU: {info.cpu}; v8 variant: {isa}; weights streamed per decode token "
           f"{streamed / 1e6:.0f} MB; streaming read "
           + ", ".join(f"{t} thread(s) {g:.1f} GB/s" for t, g in roofline.items()))
-    print(f"{'case':22s} {'thr':>3s} {'v8 tok/s':>10s} {'llama.cpp':>10s} {'v8/llama':>9s} "
-          f"{'v8 GB/s':>8s} {'ll GB/s':>8s} {'v8 roof':>8s} {'ll roof':>8s} {'v8 +KV':>8s} "
-          f"{'ll +KV':>8s} bit-exact")
-    for r in rows:
-        print(f"{r['what']:22s} {r['threads']:3d} {r['v8_tok_s']:10.2f} {r['llamacpp_tok_s']:10.2f} "
-              f"{r['ratio']:9.2f} {r.get('v8_gb_s', float('nan')):8.2f} "
-              f"{r.get('llamacpp_gb_s', float('nan')):8.2f} {percent(r, 'v8_roofline')} "
-              f"{percent(r, 'llamacpp_roofline')} {percent(r, 'v8_roofline_with_kv')} "
-              f"{percent(r, 'llamacpp_roofline_with_kv')} {r.get('bit_exact', '')}")
-    print("roof: weight bytes per token against the streaming read; +KV: weights and the fp16 "
-          "K/V rows the step's attention reads")
+    print_table(rows)
     if args.cpu_mask != "native":
         print("bit-exact compares with llama.cpp's own build for this CPU: the attention contracts "
               "name the running CPU's lane tree, so a masked run matches llama.cpp built for the "
