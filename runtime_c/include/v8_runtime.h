@@ -107,7 +107,9 @@ int v8_threadpool_workers(const v8_threadpool *pool);
  * kernels must make each task own disjoint outputs (or partials indexed by
  * task), so the assignment can never change results.  Each worker starts on
  * its own contiguous share of the tasks and claims it in order, so a kernel
- * whose consecutive tasks are consecutive rows reads one stream per worker. */
+ * whose consecutive tasks are consecutive rows reads one stream per worker.
+ * A worker still asleep when every task has been claimed sits the job out:
+ * the call returns once the workers that joined have finished. */
 v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, void *ctx);
 
 #ifdef __cplusplus
