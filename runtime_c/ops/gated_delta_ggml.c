@@ -59,9 +59,13 @@ typedef struct gdng_args {
 
 /* ggml_vec_silu_f32 at position i of a row of n: the first n - n % lanes elements take the
  * vector form x / (1 + vexp(0 - x)), the rest x / (1 + expf(-x)). */
-static float silu_at(const gdng_build *b, float x, int64_t i, int64_t n) {
+static inline __attribute__((always_inline)) float silu_at(const gdng_build *b, float x, int64_t i,
+                                                          int64_t n) {
     if (i < n - n % b->lanes) {
-        return x / (1.0f + b->vexp(0.0f - x));
+        /* called by name, not through the pointer, so the AVX2+FMA walk inlines it */
+        const float e = b->vexp == vexp_lane_avx512 ? vexp_lane_avx512(0.0f - x)
+                                                     : vexp_lane_avx2(0.0f - x);
+        return x / (1.0f + e);
     }
     return x / (1.0f + expf(-x));
 }
@@ -72,7 +76,8 @@ static float silu_at(const gdng_build *b, float x, int64_t i, int64_t n) {
  * four lanes by the build's fold.  The remaining elements in order, s = s + x*y with the
  * product rounded (GCC's vectorized leftover loop: blocks of w, w/2, ... down to the build's
  * tail_block), the last < tail_block fused one by one. */
-static float ggml_dot(const gdng_build *b, const float *x, const float *y, int64_t n) {
+static inline __attribute__((always_inline)) float ggml_dot(const gdng_build *b, const float *x,
+                                                           const float *y, int64_t n) {
     float acc[64];
     const int w = b->lanes;
     const int step = 4 * w;
@@ -141,7 +146,8 @@ static inline float conv_input(const gdng_args *a, int64_t t, int64_t m, int64_t
 }
 
 /* SSM_CONV then SILU over the row of all channels, for channels [c0, c0 + n) of token t. */
-static void conv_silu(const gdng_args *a, int64_t t, int64_t c0, int64_t n, float *out) {
+static inline __attribute__((always_inline)) void conv_silu(const gdng_args *a, int64_t t, int64_t c0,
+                                                           int64_t n, float *out) {
     for (int64_t i = 0; i < n; ++i) {
         const int64_t c = c0 + i;
         const float *w = a->conv_w + c * a->kernel;
@@ -173,7 +179,8 @@ static void l2_normalize(float *x, int64_t n, float eps) {
     }
 }
 
-static void token_head(const gdng_args *a, int64_t t, int64_t h) {
+static inline __attribute__((always_inline)) void token_head(const gdng_args *a, int64_t t,
+                                                            int64_t h) {
     float q[V8_GDN_MAX_HEAD_DIM], k[V8_GDN_MAX_HEAD_DIM];
     float v[V8_GDN_MAX_HEAD_DIM], o[V8_GDN_MAX_HEAD_DIM];
     const int64_t d = a->dv; /* = dk */
@@ -306,11 +313,30 @@ v8_status v8_gated_delta_net_ggml_f32_ref(GDNG_PARAMS) {
     return V8_OK;
 }
 
-static void heads(const gdng_args *a, int64_t h0, int64_t h1) {
+static inline __attribute__((always_inline)) void heads_body(const gdng_args *a, int64_t h0,
+                                                            int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
         for (int64_t t = 0; t < a->n_tokens; ++t) {
             token_head(a, t, h);
         }
+    }
+}
+
+/* The same walk compiled for AVX2 and FMA: each fmaf of the chain is one instruction instead
+ * of a call into libm (fmaf is exactly rounded either way), and GCC may carry the emulated
+ * lanes in vector registers, every lane's operations unchanged (contraction stays off).  The
+ * 4-layer qwen35 test model's 64-token prefill, 1 thread, AMD EPYC: 2.3-2.5k -> 3.9-4.5k tok/s. */
+__attribute__((target("avx2,fma"))) static void heads_avx2_fma(const gdng_args *a, int64_t h0,
+                                                                int64_t h1) {
+    heads_body(a, h0, h1);
+}
+
+static void heads(const gdng_args *a, int64_t h0, int64_t h1) {
+    const unsigned f = v8_cpu_features();
+    if ((f & V8_CPU_AVX2) && (f & V8_CPU_FMA)) {
+        heads_avx2_fma(a, h0, h1);
+    } else {
+        heads_body(a, h0, h1);
     }
 }
 
