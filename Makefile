@@ -12,6 +12,12 @@ AVX2_GGML_PYTHON := $(wildcard $(CURDIR)/.venv-ggml-avx2/bin/python)
 ifneq ($(AVX2_GGML_PYTHON),)
 export V8_GGML_AVX2_PYTHON ?= $(AVX2_GGML_PYTHON)
 endif
+# The AVX2-only llama.cpp .ci/run builds (test/e2e/llamacpp_avx2.sh), for the AVX2 variant's
+# end-to-end parity.
+AVX2_LLAMACPP_LIB := $(wildcard $(CURDIR)/build/llamacpp-avx2/cmake/bin/libllama.so)
+ifneq ($(AVX2_LLAMACPP_LIB),)
+export V8_LLAMACPP_AVX2_LIB ?= $(patsubst %/,%,$(dir $(AVX2_LLAMACPP_LIB)))
+endif
 PYTEST = $(PYTHON) -m pytest -q
 export V8_EVIDENCE_LEDGER ?= $(CURDIR)/build/evidence/ledger.jsonl
 

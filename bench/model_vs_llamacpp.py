@@ -19,8 +19,9 @@ variant each side ran and whether the logits agree bit for bit.  Beside the sett
 warm bursts time decode as a generation loop runs it (steps back to back, workers awake).
 A JSON of the results goes next to it.  llama.cpp runs with flash attention, fp16 KV and
 its default weight repacking; v8 with the circuit's llama.cpp arithmetic (weight_layout
-ggml_repacked).  --cpu-mask avx2 runs v8's AVX2 variant (llama.cpp keeps its own build's,
-so its attention lane tree then differs from v8's and so do the bits).
+ggml_repacked).  --cpu-mask avx2 runs v8's AVX2 variant against llama.cpp built for AVX2
+(test/e2e/llamacpp_avx2.sh builds it; without that build llama.cpp keeps its own build's lane
+tree, and the bits then differ by design).
 Then each other family's small test model (--families; e2e_support's writers) gets decode at
 n_past 64 and a 64-token prefill in both engines, with bit-exactness.
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -229,21 +231,39 @@ def prefill_rate(v8: Any, ll: Any, prompt: list[int], threads: int,
     return len(prompt) / min(t_v8), len(prompt) / min(t_ll)
 
 
-def family_rows(names: list[str], threads: list[int], steps: int) -> list[dict[str, Any]]:
+def restrict_cpu(v8: Any, cpu_mask: str) -> Any:
+    """The session's programs held to the mask's ISA; the first program's runtime."""
+    if cpu_mask == "avx2":
+        v8.restrict_to("avx2")
+    return v8.program.extension.lib
+
+
+def parity_overrides(path: Path, family: str) -> tuple[str, ...]:
+    """The settings v8-parity derives from the running llama.cpp (its build class, its
+    compiler's small-loop form, the repacked weight layout): the arithmetic it runs."""
+    from v8dialect.parity.cli import reference_loop_vectors
+    from v8dialect.parity.llamacpp import oracle_info
+    from v8dialect.parity.run import ParityCase
+    from v8dialect.runtime.host import ggml_build_of_system_info
+
+    case = ParityCase(path, family, (), (), repack=True,
+                      reference_build=ggml_build_of_system_info(oracle_info().system_info),
+                      reference_loop_vectors=reference_loop_vectors())
+    return case.build_overrides()
+
+
+def family_rows(names: list[str], threads: list[int], steps: int,
+                cpu_mask: str) -> list[dict[str, Any]]:
     """Every other family's test model (e2e_support's shape: 2-4 layers, 256 wide, vocabulary
     512; Q4_K/Q6_K blocks from llama.cpp's quantizer), decode at n_past 64 and a 64-token
     prefill in both engines: at this size a step is dispatch and small-op work, not weight
     streaming.  v8 builds with the settings v8-parity derives from the running llama.cpp."""
     import e2e_support as S
 
-    from v8dialect.parity.cli import reference_loop_vectors
-    from v8dialect.parity.llamacpp import LlamaCppModel, oracle_info
-    from v8dialect.parity.run import ParityCase
-    from v8dialect.runtime.host import ggml_build_of_system_info
+    from v8dialect.parity.llamacpp import LlamaCppModel
     from v8dialect.runtime.model_session import ModelSession
 
     rows: list[dict[str, Any]] = []
-    build, vectors = ggml_build_of_system_info(oracle_info().system_info), reference_loop_vectors()
     for name in names:
         path = ROOT / "build" / "bench" / f"{name}_small.gguf"
         seed = sum(map(ord, name)) + 7
@@ -251,10 +271,9 @@ def family_rows(names: list[str], threads: list[int], steps: int) -> list[dict[s
             S.write_stream_gguf(S.STREAM_FAMILIES[name], path, seed=seed)
         else:
             S.write_gguf(S.FAMILIES[name], path, seed=seed)
-        case = ParityCase(path, name, (), (), kv_capacity=256, reference_build=build,
-                          reference_loop_vectors=vectors)
         v8 = ModelSession.open(path, name, prefill_tokens=64, kv_capacity=256,
-                               overrides=case.build_overrides(), name=f"v8_bench_{name}")
+                               overrides=parity_overrides(path, name), name=f"v8_bench_{name}")
+        restrict_cpu(v8, cpu_mask)
         ll = LlamaCppModel(path, repack=True)
         rng = np.random.default_rng(seed)
         for t in threads:
@@ -346,6 +365,21 @@ def print_table(rows: list[dict[str, Any]]) -> None:
           "weights and the fp16 K/V rows the step's attention reads")
 
 
+def chosen_llama_lib(cpu_mask: str) -> Path | None:
+    """Under the AVX2 mask, llama.cpp built for AVX2 (test/e2e/llamacpp_avx2.sh) when it is
+    built: it is what an AVX2-only host runs.  llama_cpp reads LLAMA_CPP_LIB_PATH when first
+    imported, so this runs before any import of it (and the RSS children inherit it)."""
+    lib = Path(os.environ.get("V8_LLAMACPP_AVX2_LIB", ROOT / "build" / "llamacpp-avx2" / "cmake" / "bin"))
+    if cpu_mask != "avx2":
+        return None
+    if not (lib / "libllama.so").exists():
+        print(f"no AVX2 llama.cpp at {lib} (sh test/e2e/llamacpp_avx2.sh builds it): llama.cpp "
+              "runs its native build", flush=True)
+        return None
+    os.environ["LLAMA_CPP_LIB_PATH"] = str(lib)
+    return lib
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=28)
@@ -360,6 +394,7 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=ROOT / "build" / "bench" / "qwen3_0p6b_shape.gguf")
     ap.add_argument("--rss-of", choices=("v8", "llamacpp"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    llama_lib = chosen_llama_lib(args.cpu_mask)
     if args.rss_of:
         rss_child(args.rss_of, args.model, int(args.threads))
         return
@@ -374,10 +409,8 @@ def main() -> None:
     print("building the v8 program (first time: C compile) ...", flush=True)
     v8 = ModelSession.open(args.model, "qwen3", prefill_tokens=max(prefills),
                            kv_capacity=max(n_pasts) + args.steps + WARM_ROUNDS * (1 + BURST) + 8,
-                           overrides=("weight_layout=ggml_repacked",), name="v8_bench")
-    lib = v8.program.extension.lib
-    if args.cpu_mask == "avx2":
-        lib.v8_cpu_restrict(lib.V8_CPU_AVX2 | lib.V8_CPU_FMA | lib.V8_CPU_F16C)
+                           overrides=parity_overrides(args.model, "qwen3"), name="v8_bench")
+    lib = restrict_cpu(v8, args.cpu_mask)
     ll = LlamaCppModel(args.model, repack=True)
     info = oracle_info()
     isa = {0: "scalar", 1: "avx2", 2: "avx512"}[int(lib.v8_cpu_best_isa())]
@@ -413,16 +446,17 @@ def main() -> None:
             print(f"  prefill {n}: v8 {ours:.2f}, llama.cpp {theirs:.2f} tok/s", flush=True)
     v8.close()
     families = [f for f in args.families.split(",") if f]
-    if families and args.cpu_mask == "native":  # the mask is set on the Qwen3 program only
+    if families:
         print("other families, small test models:", flush=True)
-        rows += family_rows(families, [int(t) for t in args.threads.split(",")], args.steps)
+        rows += family_rows(families, [int(t) for t in args.threads.split(",")], args.steps,
+                            args.cpu_mask)
     for engine in ("v8", "llamacpp"):
         rss[engine] = peak_rss_mib(engine, args.model, 1)
     print(f"\nCPU: {info.cpu}; v8 variant: {isa}; weights streamed per decode token "
           f"{streamed / 1e6:.0f} MB; streaming read "
           + ", ".join(f"{t} thread(s) {g:.1f} GB/s" for t, g in roofline.items()))
     print_table(rows)
-    if args.cpu_mask != "native":
+    if args.cpu_mask != "native" and llama_lib is None:
         print("bit-exact compares with llama.cpp's own build for this CPU: the attention contracts "
               "name the running CPU's lane tree, so a masked run matches llama.cpp built for the "
               "mask, not this one")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -70,11 +71,14 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def parity(model: Path, circuit: str, tmp: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+def parity(model: Path, circuit: str, tmp: Path, *args: str,
+           llama_lib: str | None = None) -> tuple[int, dict[str, Any], str]:
+    """v8-parity on the file; `llama_lib`: another llama.cpp build's library folder."""
     report = tmp / f"{model.stem}-{abs(hash(args))}.json"
+    env = {**os.environ, "LLAMA_CPP_LIB_PATH": llama_lib} if llama_lib else None
     proc = subprocess.run([sys.executable, "-m", "v8dialect.parity.cli", str(model), "--circuit",
                            circuit, "--json", str(report), *args],
-                          capture_output=True, text=True, timeout=1800)
+                          capture_output=True, text=True, timeout=1800, env=env)
     doc = json.loads(report.read_text()) if report.exists() else {}
     return proc.returncode, doc, proc.stdout + proc.stderr
 
@@ -196,6 +200,33 @@ def test_planted_difference_is_named(models: dict[str, Path], tmp_path: Path,
         "blk.0.ffn_act", "swiglu_fp32_expf", "swiglu_fp32_inline"), located
     assert located["compared"] > 5 and located["max_ulps"] >= 1
     assert "first differing op" in out and "'blk.0.ffn_act'" in out
+
+
+def avx2_llama_lib(evidence: Callable[..., Any], circuit: str) -> str:
+    """llama.cpp built for AVX2 only (test/e2e/llamacpp_avx2.sh; .ci/run builds it and the
+    Makefile names it in V8_LLAMACPP_AVX2_LIB); without it the evidence is unresolved."""
+    oracle_or_unresolved(evidence, circuit)
+    lib = os.environ.get("V8_LLAMACPP_AVX2_LIB", "")
+    if not (Path(lib) / "libllama.so").is_file():
+        reason = "no AVX2-only llama.cpp (sh test/e2e/llamacpp_avx2.sh, then V8_LLAMACPP_AVX2_LIB)"
+        evidence(Rung.E2E_LLAMACPP, Outcome.UNRESOLVED, circuit=circuit, reason=reason)
+        pytest.fail(f"unresolved: {reason}")
+    return lib
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_bit_exact_with_llamacpp_avx2_build(models: dict[str, Path], family: str,
+                                                   tmp_path: Path,
+                                                   evidence: Callable[..., Any]) -> None:
+    """Against llama.cpp built for AVX2: v8-parity derives ggml_build avx2 from it and holds
+    v8's kernels to AVX2, whose lane trees (the one-chunk attention dot, the vector exp) are
+    what that build computes.  A 70-token prompt takes the tiled attention route, the 64-row
+    GEMM tiles and a 6-row rest; then decode steps."""
+    lib = avx2_llama_lib(evidence, family)
+    rc, doc, out = parity(models[family], family, tmp_path, "--prompt-len", "70", "--decode",
+                          "8", "--threads", "1,2", "--repack", "both", llama_lib=lib)
+    assert "AVX512 = 1" not in doc.get("oracle", {}).get("ggml_system_info", ""), doc.get("oracle")
+    check(evidence, family, rc, doc, out, "prompt 70 + 8 decode steps, llama.cpp AVX2 build")
 
 
 @pytest.mark.long

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from v8dialect.data.c_abi import constants
+from v8dialect.runtime.host import cpu_flags
 from v8dialect.runtime.model_session import ModelSession
 from v8dialect.runtime.program import NUMPY_DTYPES
 
@@ -124,3 +125,21 @@ def test_reset_clears_the_caches_in_place(model: Path) -> None:
     finally:
         used.close()
         fresh.close()
+
+
+def test_restriction_holds_every_program_of_the_session(model: Path) -> None:
+    """restrict_to("avx2") holds the program built so far and the one a longer prompt builds
+    later (each program links its own runtime, so each has its own CPU mask); "avx512" lifts
+    it again.  On an AVX2-only host both read AVX2 throughout."""
+    s = session(model, 5)
+    try:
+        s.restrict_to("avx2")
+        s.prefill(PROMPT[:16], workers=1, ubatch=16)
+        assert sorted(s.programs) == [5, 16]
+        libs = [built.program.extension.lib for built in s.programs.values()]
+        assert {int(lib.v8_cpu_best_isa()) for lib in libs} == {1}  # V8_ISA_AVX2
+        s.restrict_to("avx512")
+        native = 2 if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= cpu_flags() else 1
+        assert {int(lib.v8_cpu_best_isa()) for lib in libs} == {native}
+    finally:
+        s.close()

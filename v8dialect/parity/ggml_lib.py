@@ -28,8 +28,14 @@ class InitParams(ctypes.Structure):
 
 def llama_cpp_lib_dir() -> Path:
     """llama-cpp-python's library folder, found without importing the package (its import
-    loads llama.cpp into the process's global symbol scope)."""
+    loads llama.cpp into the process's global symbol scope); LLAMA_CPP_LIB_PATH when set, as
+    llama_cpp itself reads it: both must load the same libggml (the loader reuses a loaded
+    library of the same name, so a second folder's libllama would run the first's ggml)."""
     import importlib.util
+
+    override = os.environ.get("LLAMA_CPP_LIB_PATH")
+    if override:
+        return Path(override)
 
     spec = importlib.util.find_spec("llama_cpp")
     if spec is None or not spec.submodule_search_locations:

@@ -104,9 +104,14 @@ class ParityResult:
 
 
 def open_v8(case: ParityCase, checkpoints: bool) -> ModelSession:
-    return ModelSession.open(case.model, case.circuit, prefill_tokens=min(len(case.prompt), case.ubatch),
-                             kv_capacity=case.kv_capacity, checkpoints=checkpoints,
-                             overrides=case.build_overrides(), name="v8_parity")
+    """v8's program for the case, its kernels restricted to the reference build's ISA."""
+    session = ModelSession.open(case.model, case.circuit,
+                                prefill_tokens=min(len(case.prompt), case.ubatch),
+                                kv_capacity=case.kv_capacity, checkpoints=checkpoints,
+                                overrides=case.build_overrides(), name="v8_parity")
+    if case.reference_build is not None:
+        session.restrict_to(case.reference_build)
+    return session
 
 
 def stream_positions(n_past: int, t: int) -> np.ndarray[Any, Any]:

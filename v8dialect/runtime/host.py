@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 GGML_BUILDS = ("avx512", "avx2")
 NATIVE = "native"
@@ -68,6 +69,23 @@ def native_ggml_build(flags: frozenset[str] | None = None) -> str:
         f"so no llama.cpp build v8 reproduces is native here; set ggml_build to one of "
         f"{', '.join(GGML_BUILDS)}"
     )
+
+
+def restrict_to_build(lib: Any, build: str) -> None:
+    """Restrict a v8 extension's kernels to what a ggml build of class `build` runs on.
+
+    Some contracts name the running CPU's lane tree (the single-range attention dot
+    accumulates in as many fp32 lanes as the widest register the kernel dispatches to, as
+    ggml's does for the build it was compiled as), so reproducing an AVX2 llama.cpp on an
+    AVX-512 machine means running v8's AVX2 variant there.  An AVX-512 build needs nothing:
+    the running CPU already is one, or the build could not run on it, so it lifts any
+    restriction (the mask is the extension's, shared by every session of its program)."""
+    if build not in GGML_BUILDS:
+        raise HostError(f"ggml_build {build!r}: one of {', '.join(GGML_BUILDS)}")
+    if build == "avx2":
+        lib.v8_cpu_restrict(lib.V8_CPU_AVX2 | lib.V8_CPU_FMA | lib.V8_CPU_F16C)
+    else:
+        lib.v8_cpu_restrict(0xFFFFFFFF)
 
 
 def ggml_build_of_system_info(system_info: str) -> str:

@@ -33,6 +33,7 @@ from xdsl.ir import Attribute
 from v8dialect.ir.graph_op import LAYOUT_ATTR
 from v8dialect.ir.ledger import read_ledger
 from v8dialect.ir.structure import entry_points
+from v8dialect.runtime.host import restrict_to_build
 from v8dialect.runtime.program import BoundPhase, Program, build
 
 F32 = np.float32
@@ -237,6 +238,8 @@ class ModelSession:
     # (built program, phase) -> the phase with the state and weight arrays bound; dropped when
     # reset replaces a state array
     bound_phases: dict[tuple[int, str], BoundPhase] = field(default_factory=dict[tuple[int, str], BoundPhase])
+    # the ggml build class whose ISA every program's kernels are held to (restrict_to)
+    restricted_to: str | None = None
 
     @classmethod
     def open(cls, model: Path, circuit: str, *, prefill_tokens: int, kv_capacity: int | None = None,
@@ -263,8 +266,17 @@ class ModelSession:
         fitting = [n for n in self.programs if n >= prefill_tokens]
         if fitting:
             return self.programs[min(fitting)]
-        self.programs[prefill_tokens] = build_program(self.source, prefill_tokens)
-        return self.programs[prefill_tokens]
+        built = self.programs[prefill_tokens] = build_program(self.source, prefill_tokens)
+        if self.restricted_to is not None:
+            restrict_to_build(built.program.extension.lib, self.restricted_to)
+        return built
+
+    def restrict_to(self, build: str) -> None:
+        """Hold the kernels of every program, built now or later (a longer prompt builds its
+        own, with its own runtime), to the ISA a ggml build of class `build` runs on."""
+        self.restricted_to = build
+        for built in self.programs.values():
+            restrict_to_build(built.program.extension.lib, build)
 
     def resolution(self, phase: str, node: str) -> tuple[str, str]:
         """(provider kernel id, contract id) the node of that phase resolved to."""
