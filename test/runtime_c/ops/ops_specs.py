@@ -53,7 +53,8 @@ RMSNORM = OpSpec(
     selector="V8_RMSNORM_FP32_FP64_SUM_ASCENDING", base="v8_rmsnorm_f32",
     cases=(dict(rows=1, n=1, eps=1e-6), dict(rows=3, n=7, eps=1e-5),
            dict(rows=5, n=896, eps=1e-6), dict(rows=4, n=4096, eps=1e-5),
-           dict(rows=64, n=1024, eps=1e-6), dict(rows=2, n=333, eps=0.0)),
+           dict(rows=64, n=1024, eps=1e-6), dict(rows=2, n=333, eps=0.0),
+           dict(rows=13, n=333, eps=1e-6)),  # eight chains with a 5-element rest, 4, 1
     big=dict(rows=257, n=2048, eps=1e-6),
     make=_norm_make,
     out_shape=lambda c: (c["rows"], c["n"]),
@@ -72,7 +73,8 @@ QK_NORM = OpSpec(
     provider="qk_norm_fp32", contract="qk_norm_fp32_fp64_sum_ascending",
     selector="V8_QK_NORM_FP32_FP64_SUM_ASCENDING", base="v8_qk_norm_f32",
     cases=(dict(t=1, h=1, d=8, eps=1e-6), dict(t=5, h=8, d=64, eps=1e-6),
-           dict(t=17, h=4, d=128, eps=1e-5), dict(t=3, h=2, d=80, eps=1e-6)),
+           dict(t=17, h=4, d=128, eps=1e-5), dict(t=3, h=2, d=80, eps=1e-6),
+           dict(t=3, h=5, d=12, eps=1e-6)),  # rows shorter than a transposed block and a rest
     big=dict(t=67, h=16, d=128, eps=1e-6),
     make=_qk_make,
     out_shape=lambda c: (c["t"], c["h"], c["d"]),
