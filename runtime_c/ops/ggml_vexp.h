@@ -29,6 +29,16 @@ static inline float float_of(uint32_t u) {
     return f;
 }
 
+/* j * 2^n rounded once (|n| <= 192), as _mm512_scalef_ps computes it: the product is exact
+ * in double, so the conversion to float is its only rounding -- scalbnf's result, without a
+ * library call per lane (5% of a small Qwen3.5 decode step went to it). */
+static inline float scale_by_pow2(float j, int n) {
+    const uint64_t e = (uint64_t)(n + 1023) << 52;
+    double p;
+    memcpy(&p, &e, sizeof p);
+    return (float)((double)j * p);
+}
+
 /* The AVX-512 form: p(b) = 1 + c1 b + ... with the 1 inside, then p * 2^n rounded once. */
 static inline float vexp_lane_avx512(float x) {
     const float z = fmaf(x, VEXP_LOG2E, VEXP_SHIFT);
@@ -43,7 +53,7 @@ static inline float vexp_lane_avx512(float x) {
     if (fabsf(n) > 192.0f) {
         return n <= 0.0f ? 0.0f : INFINITY;
     }
-    return scalbnf(j, (int)n);
+    return scale_by_pow2(j, (int)n);
 }
 
 /* The AVX2 form: p(b) = c1 b + ... without the 1, k = 2^n from the exponent bits, result
