@@ -214,6 +214,20 @@ def avx2_llama_lib(evidence: Callable[..., Any], circuit: str) -> str:
     return lib
 
 
+def test_a_llama_lib_folder_without_llama_is_a_located_error(models: dict[str, Path],
+                                                              tmp_path: Path) -> None:
+    """LLAMA_CPP_LIB_PATH naming a folder with no libllama: exit 1, the file and the variable
+    named, no traceback."""
+    if not models:
+        pytest.fail(f"unresolved: {S.ggml_missing()}")
+    rc, _, out = parity(models["qwen3"], "qwen3", tmp_path, "--prompt-len", "4",
+                        llama_lib=str(tmp_path))
+    assert rc == 1, out
+    assert "qwen3.gguf: error: llama-cpp-python is not importable" in out, out
+    assert f"LLAMA_CPP_LIB_PATH={tmp_path} must name a folder" in out, out
+    assert "Traceback" not in out, out
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_family_bit_exact_with_llamacpp_avx2_build(models: dict[str, Path], family: str,
                                                    tmp_path: Path,

@@ -16,6 +16,7 @@ trusting its tensors (see `v8dialect.parity.locate`).
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,8 +59,11 @@ def import_llama_cpp() -> Any:
     try:
         import llama_cpp
     except Exception as exc:  # noqa: BLE001 - any import failure means no oracle
-        raise OracleMissing(f"llama-cpp-python is not importable ({exc}); install the "
-                            "'oracle' extra: pip install -e '.[oracle]'") from None
+        override = os.environ.get("LLAMA_CPP_LIB_PATH")
+        fix = (f"LLAMA_CPP_LIB_PATH={override} must name a folder holding a llama.cpp build's "
+               "libllama.so" if override else
+               "install the 'oracle' extra: pip install -e '.[oracle]'")
+        raise OracleMissing(f"llama-cpp-python is not importable ({exc}); {fix}") from None
     return llama_cpp
 
 
