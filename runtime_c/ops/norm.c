@@ -171,6 +171,33 @@ __attribute__((target("avx2"))) static void scale_row_avx2(float *y, const float
 }
 #endif
 
+/* The sums of nr rows' squares (8 only with AVX2, 4, or 1), and their scaling. */
+static void row_sums(const float *x, int64_t n, int nr, double sum[8]) {
+#ifdef NORM_X86
+    if (nr == 8) {
+        sum_squares8_avx2(x, n, sum);
+        return;
+    }
+#endif
+    if (nr == 4) {
+        sum_squares4(x, n, sum);
+    } else {
+        sum[0] = sum_squares1(x, n);
+    }
+}
+
+static void scale_row_isa(int simd, float *y, const float *x, const float *w, int64_t n,
+                          float scale) {
+#ifdef NORM_X86
+    if (simd) {
+        scale_row_avx2(y, x, w, n, scale);
+        return;
+    }
+#endif
+    (void)simd;
+    scale_row(y, x, w, n, scale);
+}
+
 /* Rows [r0, r1): eight chains at a time with AVX2, else four, the rest one by one. */
 static void norm_rows(const norm_args *a, int64_t r0, int64_t r1) {
     const int64_t n = a->n;
@@ -184,26 +211,11 @@ static void norm_rows(const norm_args *a, int64_t r0, int64_t r1) {
         const int64_t left = r1 - rg;
         nr = simd && left >= 8 ? 8 : left >= 4 ? 4 : 1;
         double sum[8];
-        if (nr == 4) {
-            sum_squares4(a->x + rg * n, n, sum);
-        } else if (nr == 1) {
-            sum[0] = sum_squares1(a->x + rg * n, n);
-        }
-#ifdef NORM_X86
-        if (nr == 8) {
-            sum_squares8_avx2(a->x + rg * n, n, sum);
-        }
-#endif
+        row_sums(a->x + rg * n, n, nr, sum);
         for (int j = 0; j < nr; ++j) {
             const int64_t r = rg + j;
             const float scale = 1.0f / sqrtf((float)(sum[j] / (double)n) + a->eps);
-#ifdef NORM_X86
-            if (simd) {
-                scale_row_avx2(a->y + r * n, a->x + r * n, a->w, n, scale);
-                continue;
-            }
-#endif
-            scale_row(a->y + r * n, a->x + r * n, a->w, n, scale);
+            scale_row_isa(simd, a->y + r * n, a->x + r * n, a->w, n, scale);
         }
     }
 }
