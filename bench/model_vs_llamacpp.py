@@ -33,6 +33,7 @@ n_past 64 and a 64-token prefill in both engines, with bit-exactness.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -238,17 +239,25 @@ def restrict_cpu(v8: Any, cpu_mask: str) -> Any:
     return v8.program.extension.lib
 
 
+@functools.cache
+def reference_settings() -> tuple[str, str]:
+    """The running llama.cpp's build class and its compiler's small-loop form (read once: the
+    loop form loads llama.cpp's ggml and runs a probe)."""
+    from v8dialect.parity.cli import reference_loop_vectors
+    from v8dialect.parity.llamacpp import oracle_info
+    from v8dialect.runtime.host import ggml_build_of_system_info
+
+    return ggml_build_of_system_info(oracle_info().system_info), reference_loop_vectors()
+
+
 def parity_overrides(path: Path, family: str) -> tuple[str, ...]:
     """The settings v8-parity derives from the running llama.cpp (its build class, its
     compiler's small-loop form, the repacked weight layout): the arithmetic it runs."""
-    from v8dialect.parity.cli import reference_loop_vectors
-    from v8dialect.parity.llamacpp import oracle_info
     from v8dialect.parity.run import ParityCase
-    from v8dialect.runtime.host import ggml_build_of_system_info
 
-    case = ParityCase(path, family, (), (), repack=True,
-                      reference_build=ggml_build_of_system_info(oracle_info().system_info),
-                      reference_loop_vectors=reference_loop_vectors())
+    build, vectors = reference_settings()
+    case = ParityCase(path, family, (), (), repack=True, reference_build=build,
+                      reference_loop_vectors=vectors)
     return case.build_overrides()
 
 
