@@ -21,7 +21,11 @@
  * step and a 32-bit multiply): exact while the steps' pair sums fit int16,
  * i.e. at most 8 steps of 4-bit codes (8 * 2 * 15 * 128 < 2^15), 4 of
  * 5-bit and 2 of 6-bit ones.  With VNNI
- * the steps are dpbusd into int32 and the scale a 32-bit multiply.  The
+ * the steps are dpbusd into int32 and the scale a 32-bit multiply.
+ * TL_GSCALE_SUM(a, b, s) is s*a + s*b, two group dots under one scale: with
+ * VNNI one multiply of the int32 sum (the 32-bit multiply is two uops on
+ * Intel's vector port 0, which the dpbusd steps also need), otherwise a
+ * madd each, as the int16 pair sums cannot be added first.  The
  * scale, |s| < 2^15, is broadcast from TL_GSCALE_CONST(s).  TL_PAIR16 packs
  * two int32 lanes of magnitude below 2^15 into one int16 pair, so
  * TL_MADD16 with a pair of constants gives lo * c_lo + hi * c_hi exactly. */
@@ -42,6 +46,7 @@
 #undef TL_DOT4
 #undef TL_GDOT4
 #undef TL_GSCALE
+#undef TL_GSCALE_SUM
 #undef TL_GSCALE_CONST
 #undef TL_PAIR16
 #undef TL_PACK16
@@ -82,10 +87,12 @@
 #define TL_DOT4(acc, w, a) _mm512_dpbusd_epi32(acc, w, a)
 #define TL_GDOT4(acc, w, a) _mm512_dpbusd_epi32(acc, w, a)
 #define TL_GSCALE(acc, s) _mm512_mullo_epi32(acc, s)
+#define TL_GSCALE_SUM(a, b, s) _mm512_mullo_epi32(_mm512_add_epi32(a, b), s)
 #define TL_GSCALE_CONST(s) ((int32_t)(s))
 #else
 #define TL_GDOT4(acc, w, a) _mm512_add_epi16(acc, _mm512_maddubs_epi16(w, a))
 #define TL_GSCALE(acc, s) _mm512_madd_epi16(acc, s)
+#define TL_GSCALE_SUM(a, b, s) _mm512_add_epi32(_mm512_madd_epi16(a, s), _mm512_madd_epi16(b, s))
 #define TL_GSCALE_CONST(s) TL_PACK16(s, s)
 #define TL_DOT4(acc, w, a) \
     _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(w, a), _mm512_set1_epi16(1)))
@@ -100,6 +107,7 @@
     _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)))
 #define TL_GDOT4(acc, w, a) _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, a))
 #define TL_GSCALE(acc, s) _mm256_madd_epi16(acc, s)
+#define TL_GSCALE_SUM(a, b, s) _mm256_add_epi32(_mm256_madd_epi16(a, s), _mm256_madd_epi16(b, s))
 #define TL_GSCALE_CONST(s) TL_PACK16(s, s)
 #define TL_CVT(a) _mm256_cvtepi32_ps(a)
 #define TL_MADD16(a, b) _mm256_madd_epi16(a, b)
