@@ -175,6 +175,18 @@ static void rows_scalar(const lg_args *a, int64_t n0, int64_t n1) {
 
 /* ---- AVX-512: sixteen lanes in one register --------------------------------- */
 
+/* Tokens per block: as many as keep the block's rows of x within LG_BLOCK_BYTES (a
+ * multiple of both tiles' token counts, at least one tile of 6; outside the
+ * variant regions, as the AVX2 variant calls it too), so the weight rows
+ * stream past them once per block.  48 tokens whatever k made a 64-token prefill
+ * read the 128 MiB f32 head twice (a Qwen3-0.6B shape; one pass gave 1.5% on the
+ * whole prefill, Intel Xeon, 1 thread). */
+#define LG_BLOCK_BYTES (384 * 1024)
+static int64_t lg_token_block(int64_t k) {
+    const int64_t fit = LG_BLOCK_BYTES / (k * (int64_t)sizeof(float));
+    return fit < 6 ? 6 : fit - fit % 6;
+}
+
 #define V8_SIMD_AVX512
 #define V8_SIMD_F_ONLY
 #include "core/simd.h"
@@ -231,7 +243,6 @@ static float V8_SIMD_FN(dot_blocks)(const float *w, const float *x, int64_t k, i
  * the loops over rows and tokens are unrolled so the accumulators stay in
  * registers (GCC -O2 left them in memory: 29 GFLOP/s for the 32768-row head). */
 #define LG_TILE_TOKENS 6
-#define LG_TOKEN_BLOCK 48 /* a multiple of LG_TILE_TOKENS */
 static inline __attribute__((always_inline)) void V8_SIMD_FN(tile)(const lg_args *a, int64_t n0,
                                                               int64_t m0, const int rn,
                                                               const int prefetch) {
@@ -277,8 +288,9 @@ static inline __attribute__((always_inline)) void V8_SIMD_FN(tile)(const lg_args
 static void V8_SIMD_FN(rows)(const lg_args *a, int64_t n0, int64_t n1) {
     if (a->lane_route) { /* n0, n1 are multiples of four here */
         /* token blocks stay cache-resident while the rows stream past them */
-        for (int64_t mb = 0; mb < a->m; mb += LG_TOKEN_BLOCK) {
-            const int64_t me = mb + LG_TOKEN_BLOCK < a->m ? mb + LG_TOKEN_BLOCK : a->m;
+        const int64_t block = lg_token_block(a->k);
+        for (int64_t mb = 0; mb < a->m; mb += block) {
+            const int64_t me = mb + block < a->m ? mb + block : a->m;
             for (int64_t nb = n0; nb < n1; nb += 4) {
                 int64_t m0 = mb;
                 for (; m0 + LG_TILE_TOKENS <= me; m0 += LG_TILE_TOKENS) {
@@ -458,8 +470,9 @@ static inline __attribute__((always_inline)) void V8_SIMD_FN(tile8)(const lg_arg
 
 static void V8_SIMD_FN(rows8)(const lg_args *a, int64_t n0, int64_t n1) {
     if (a->lane_route) { /* n0, n1 are multiples of four here */
-        for (int64_t mb = 0; mb < a->m; mb += LG_TOKEN_BLOCK) {
-            const int64_t me = mb + LG_TOKEN_BLOCK < a->m ? mb + LG_TOKEN_BLOCK : a->m;
+        const int64_t block = lg_token_block(a->k);
+        for (int64_t mb = 0; mb < a->m; mb += block) {
+            const int64_t me = mb + block < a->m ? mb + block : a->m;
             for (int64_t nb = n0; nb < n1; nb += 4) {
                 int64_t m0 = mb;
                 /* only the block's first tile prefetches the next four rows: from
@@ -492,8 +505,9 @@ static void V8_SIMD_FN(rows)(const lg_args *a, int64_t n0, int64_t n1) {
         return;
     }
     if (a->lane_route) { /* n0, n1 are multiples of four here */
-        for (int64_t mb = 0; mb < a->m; mb += LG_TOKEN_BLOCK) {
-            const int64_t me = mb + LG_TOKEN_BLOCK < a->m ? mb + LG_TOKEN_BLOCK : a->m;
+        const int64_t block = lg_token_block(a->k);
+        for (int64_t mb = 0; mb < a->m; mb += block) {
+            const int64_t me = mb + block < a->m ? mb + block : a->m;
             for (int64_t nb = n0; nb < n1; nb += 2) {
                 int64_t m0 = mb;
                 for (; m0 + 2 <= me; m0 += 2) {

@@ -89,6 +89,9 @@ ORACLE_CASES = [
     (4, 38, 128), (3, 36, 100), (1, 20, 64),                      # block route, n % 4, k % 16
     (2, 12, 57), (1, 12, 77), (3, 8, 95), (2, 8, 200), (1, 8, 7), (2, 9, 1), (1, 4, 136),
     (6, 20, 16),
+    # the lane route's token blocks (as many tokens as fit 384 KiB of x): two blocks
+    # of 24 and a 5-token rest at k = 4096; one block of 50 at k = 256
+    (53, 8, 4096), (50, 12, 256),
 ]
 # the 8-lane build: lane route at k % 16 == 8, block-route tails r % 32 with every r % 4
 ORACLE_CASES_8 = ORACLE_CASES + [
