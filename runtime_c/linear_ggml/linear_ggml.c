@@ -176,7 +176,7 @@ static void rows_scalar(const lg_args *a, int64_t n0, int64_t n1) {
 /* ---- AVX-512: sixteen lanes in one register --------------------------------- */
 
 /* Tokens per block: as many as keep the block's rows of x within LG_BLOCK_BYTES (a
- * multiple of both tiles' token counts, at least one tile of 6; outside the
+ * multiple of 6, so of every tile's token count: 6, 3 and 2; at least 6; outside the
  * variant regions, as the AVX2 variant calls it too), so the weight rows
  * stream past them once per block.  48 tokens whatever k made a 64-token prefill
  * read the 128 MiB f32 head twice (a Qwen3-0.6B shape; one pass gave 1.5% on the
