@@ -133,7 +133,8 @@ def test_external_vs_llamacpp_repacked(qr: QR, weights: Any, ggml_ops: Any, evid
 # ---- production: every dispatch path -------------------------------------------------------
 
 PROD_CASES = [((256, 256), 1), ((264, 512), 3), ((256, 512), 5), ((1024, 1024), 8),
-              ((1024, 1024), 17), ((520, 256), 65), ((1024, 1024), 64)]
+              ((1024, 1024), 17), ((520, 256), 65), ((1024, 1024), 64),
+              ((264, 512), 100)]
 
 
 @pytest.mark.parametrize("case", PROD_CASES, ids=[f"{sid(s)}-m{m}" for s, m in PROD_CASES])
