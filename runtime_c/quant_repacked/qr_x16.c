@@ -379,15 +379,20 @@ static inline void V8_SIMD_FN(qx_step)(const v8_block_q4_kx16 *w, const v8_block
     *accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2), dm, *accm);
 }
 
-/* The AVX-512 Q4_K walks prefetch a block's header lines only, not its code
- * lines as they are read (the AVX2 walk does): with the per-line prefetches
- * the 140 Q4_K GEMVs and 56 Q6_K GEMVs of a 28-layer 1024-wide decode step
- * (huge pages, AMD EPYC Zen 4, 1 thread, alternating builds in one run) took
- * 16.4-17.6 GB/s, without them 18.3-20.1 (reading the same bytes: 22-27);
- * the AVX2 walk on the same host went the other way, 21.5-23.4 with them,
- * 17.6-20.3 without.  The Q6_K walk keeps its per-line prefetches: with no
- * prefetch in either walk the same step fell to 14.0-15.9 GB/s. */
-static void V8_SIMD_FN(qx_group)(const qx_job *j, int64_t G) {
+/* The AVX-512 Q4_K walks prefetch each code line as they read it (as the AVX2
+ * walk does) where the CPU has V8_CPU_LINE_PREFETCH, and otherwise a block's
+ * header lines only.  The two hosts measured disagree.  AMD EPYC (Zen 4): the
+ * 140 Q4_K GEMVs and 56 Q6_K GEMVs of a 28-layer 1024-wide decode step (huge
+ * pages, 1 thread, alternating builds in one run) took 16.4-17.6 GB/s with the
+ * per-line prefetches, 18.3-20.1 without (the AVX2 walk on the same host went
+ * the other way, 21.5-23.4 with, 17.6-20.3 without).  Intel Xeon (Emerald
+ * Rapids): a 4096x1024 x16 GEMV streamed from DRAM took 9.8-10.4 GB/s
+ * (median) without, 11.2-13.5 with, and the whole decode step at n_past 128
+ * 20.1-24.9 tok/s without, 23.4-29.9 with.  The Q6_K walk keeps its per-line
+ * prefetches everywhere: with no prefetch in either walk the Zen 4 step fell
+ * to 14.0-15.9 GB/s.  The prefetches are hints, so no bit depends on them. */
+static inline __attribute__((always_inline)) void V8_SIMD_FN(qx_walk)(const qx_job *j, int64_t G,
+                                                                   const int lines) {
     const __m512i m4 = _mm512_set1_epi8(15);
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
     for (int64_t b = 0; b < j->nb; ++b) {
@@ -400,7 +405,10 @@ static void V8_SIMD_FN(qx_group)(const qx_job *j, int64_t G) {
             __m512i p = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int u = 4 * g; u < 4 * g + 4; ++u) {
-                const __m512i v = _mm512_loadu_si512((const void *)w->qs[u]); /* no prefetch (above) */
+                if (lines) {
+                    qx_prefetch_unit(w->qs[u]);
+                }
+                const __m512i v = _mm512_loadu_si512((const void *)w->qs[u]);
                 const __m512i lo = _mm512_and_si512(v, m4);
                 const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 p = _mm512_add_epi16(p, _mm512_maddubs_epi16(lo, _mm512_set1_epi32(qx_a32(ab->qs + 8 * u))));
@@ -413,6 +421,15 @@ static void V8_SIMD_FN(qx_group)(const qx_job *j, int64_t G) {
     float out[QX_ROWS];
     _mm512_storeu_ps(out, _mm512_sub_ps(acc, accm));
     qx_store(j, G, out);
+}
+
+/* The walk without and with per-line prefetches (see above). */
+static void V8_SIMD_FN(qx_group)(const qx_job *j, int64_t G) {
+    V8_SIMD_FN(qx_walk)(j, G, 0);
+}
+
+static void V8_SIMD_FN(qx_group_lines)(const qx_job *j, int64_t G) {
+    V8_SIMD_FN(qx_walk)(j, G, 1);
 }
 
 
@@ -484,7 +501,8 @@ static void V8_SIMD_FN(q6x_group)(const qx_job *j, int64_t G) {
 #define V8_SIMD_VNNI
 #include "core/simd.h"
 
-static void V8_SIMD_FN(qx_group)(const qx_job *j, int64_t G) {
+static inline __attribute__((always_inline)) void V8_SIMD_FN(qx_walk)(const qx_job *j, int64_t G,
+                                                                   const int lines) {
     const __m512i m4 = _mm512_set1_epi8(15);
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
     for (int64_t b = 0; b < j->nb; ++b) {
@@ -500,7 +518,10 @@ static void V8_SIMD_FN(qx_group)(const qx_job *j, int64_t G) {
             __m512i dlo = _mm512_setzero_si512(), dhi = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int u = 4 * g; u < 4 * g + 4; ++u) {
-                const __m512i v = _mm512_loadu_si512((const void *)w->qs[u]); /* no prefetch (above) */
+                if (lines) {
+                    qx_prefetch_unit(w->qs[u]);
+                }
+                const __m512i v = _mm512_loadu_si512((const void *)w->qs[u]);
                 const __m512i lo = _mm512_and_si512(v, m4);
                 const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 dlo = _mm512_dpbusd_epi32(dlo, lo, _mm512_set1_epi32(qx_a32(ab->qs + 8 * u)));
@@ -515,6 +536,15 @@ static void V8_SIMD_FN(qx_group)(const qx_job *j, int64_t G) {
     float out[QX_ROWS];
     _mm512_storeu_ps(out, _mm512_sub_ps(acc, accm));
     qx_store(j, G, out);
+}
+
+/* The walk without and with per-line prefetches (see above). */
+static void V8_SIMD_FN(qx_group)(const qx_job *j, int64_t G) {
+    V8_SIMD_FN(qx_walk)(j, G, 0);
+}
+
+static void V8_SIMD_FN(qx_group_lines)(const qx_job *j, int64_t G) {
+    V8_SIMD_FN(qx_walk)(j, G, 1);
 }
 
 #include "core/simd_end.h"
@@ -681,7 +711,11 @@ static qx_group_fn qx_variant_for(int use_ref) {
     }
     switch (v8_cpu_best_isa()) {
     case V8_ISA_AVX512:
-        return (v8_cpu_features() & V8_CPU_AVX512VNNI) != 0 ? qx_group_avx512vnni : qx_group_avx512;
+        if ((v8_cpu_features() & V8_CPU_AVX512VNNI) != 0) {
+            return (v8_cpu_features() & V8_CPU_LINE_PREFETCH) != 0 ? qx_group_lines_avx512vnni
+                                                                   : qx_group_avx512vnni;
+        }
+        return (v8_cpu_features() & V8_CPU_LINE_PREFETCH) != 0 ? qx_group_lines_avx512 : qx_group_avx512;
     case V8_ISA_AVX2:
         return qx_group_avx2;
     default:

@@ -32,6 +32,7 @@ _V8 = constants(["v8_runtime.h"])
 V8_OK = _V8["V8_OK"]
 V8_ERR_NULL_ARGUMENT = _V8["V8_ERR_NULL_ARGUMENT"]
 V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
+V8_CPU_LINE_PREFETCH = _V8["V8_CPU_LINE_PREFETCH"]
 
 
 def cpuinfo_flags() -> set[str]:
@@ -56,6 +57,25 @@ def test_cpu_features_match_cpuinfo(core: ModuleType, evidence: Callable[..., An
     evidence(Rung.ORACLE, ok, provider="runtime_core.cpu", what="features vs /proc/cpuinfo",
              features=hex(features), best_isa=best, disagreements=disagreements)
     assert ok, (disagreements, best, want_best)
+
+
+def cpuinfo_vendor() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("vendor_id"):
+            return line.split(":", 1)[1].strip()
+    raise AssertionError("no vendor_id line in /proc/cpuinfo")
+
+
+def test_line_prefetch_trait_follows_the_vendor(core: ModuleType) -> None:
+    """V8_CPU_LINE_PREFETCH is the measured trait of every CPU but AMD's (v8_runtime.h),
+    and like the ISA bits a restriction can mask it off."""
+    lib = core.lib
+    assert bool(lib.v8_cpu_features() & V8_CPU_LINE_PREFETCH) == (cpuinfo_vendor() != "AuthenticAMD")
+    try:
+        lib.v8_cpu_restrict(ALL_FEATURES & ~V8_CPU_LINE_PREFETCH)
+        assert not lib.v8_cpu_features() & V8_CPU_LINE_PREFETCH
+    finally:
+        lib.v8_cpu_restrict(ALL_FEATURES)
 
 
 def test_cpu_restrict(core: ModuleType) -> None:

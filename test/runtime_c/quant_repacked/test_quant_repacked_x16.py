@@ -37,6 +37,7 @@ V8_ERR_NULL_ARGUMENT = _V8["V8_ERR_NULL_ARGUMENT"]
 V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
 V8_ERR_UNKNOWN_SELECTOR = _V8["V8_ERR_UNKNOWN_SELECTOR"]
 V8_ERR_BAD_THREADING = _V8["V8_ERR_BAD_THREADING"]
+V8_CPU_LINE_PREFETCH = _V8["V8_CPU_LINE_PREFETCH"]
 
 X16_HEADER = "quant_repacked/v8_quant_repacked_x16.h"
 Q6K_PLAIN = ["v8_quantize_q6_k_ref", "v8_q6_k_gemv_ref", "v8_ql_gemv_scratch_bytes"]
@@ -72,6 +73,14 @@ class QX(QR):
                            + ("quant/q_dot_ref.c", "quant/q_linear.c",
                               "quant_repacked/qr_x16.c")))
         super(QR, self).__init__(mod)
+
+    def isas(self) -> list[tuple[str, int]]:
+        """QR's dispatch paths plus, where the CPU has V8_CPU_LINE_PREFETCH, each AVX-512
+        path again with it masked off: the Q4_K walk without per-line prefetches."""
+        out = super().isas()
+        if self.lib.v8_cpu_features() & V8_CPU_LINE_PREFETCH:
+            out += [(isa, mask & ~V8_CPU_LINE_PREFETCH) for isa, mask in out if isa == "avx512"]
+        return out
 
     def repack(self, w: np.ndarray, n: int, k: int, workers: int = 0,
                fmt: str = "q4_k") -> np.ndarray:
