@@ -709,13 +709,14 @@ static qx_group_fn qx_variant_for(int use_ref) {
     if (use_ref) {
         return qx_group_scalar;
     }
+    const unsigned features = v8_cpu_features();
+    const int lines = (features & V8_CPU_LINE_PREFETCH) != 0;
     switch (v8_cpu_best_isa()) {
     case V8_ISA_AVX512:
-        if ((v8_cpu_features() & V8_CPU_AVX512VNNI) != 0) {
-            return (v8_cpu_features() & V8_CPU_LINE_PREFETCH) != 0 ? qx_group_lines_avx512vnni
-                                                                   : qx_group_avx512vnni;
+        if ((features & V8_CPU_AVX512VNNI) != 0) {
+            return lines ? qx_group_lines_avx512vnni : qx_group_avx512vnni;
         }
-        return (v8_cpu_features() & V8_CPU_LINE_PREFETCH) != 0 ? qx_group_lines_avx512 : qx_group_avx512;
+        return lines ? qx_group_lines_avx512 : qx_group_avx512;
     case V8_ISA_AVX2:
         return qx_group_avx2;
     default:
