@@ -417,7 +417,8 @@ def main() -> None:
     streamed = write_model(args.model, args.layers)
     print("building the v8 program (first time: C compile) ...", flush=True)
     v8 = ModelSession.open(args.model, "qwen3", prefill_tokens=max(prefills),
-                           kv_capacity=max(n_pasts) + args.steps + WARM_ROUNDS * (1 + BURST) + 8,
+                           kv_capacity=max(max(n_pasts) + args.steps + WARM_ROUNDS * (1 + BURST) + 8,
+                                           max(prefills)),
                            overrides=parity_overrides(args.model, "qwen3"), name="v8_bench")
     lib = restrict_cpu(v8, args.cpu_mask)
     ll = LlamaCppModel(args.model, repack=True)
