@@ -9,6 +9,7 @@ of its defining op (an entry-point parameter, the pool's worker count, an ``arit
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from v8dialect.ir.lowered import (
     CallOp,
     InlineOp,
     InvokeOp,
+    LastRowOp,
     ViewOp,
 )
 from v8dialect.ir.narrowing import array_items, memref_type
@@ -258,6 +260,19 @@ class PhasePrinter:
     @print_op.register
     def _print_view(self, op: ViewOp) -> None:
         self.names[op.result] = self.names[op.source]
+
+    @print_op.register
+    def _print_last_row(self, op: LastRowOp) -> None:
+        name = f"b{len(self.names)}"
+        self.names[op.result] = name
+        c_type = element_c_type(op.result)
+        source = memref_type(op.source.type)
+        assert source is not None
+        dims = [int(d) for d in source.get_shape()]  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType, reportUnknownArgumentType]
+        per_token = math.prod(dims[1:])
+        rows_before = f"({self.elements(dims[0], 1)} - 1)"
+        # only ever read (a phase result is a kernel's own buffer), so const whatever its source
+        self.w.line(f"const {c_type} *{name} = {self.names[op.source]} + {rows_before} * {per_token};")
 
     @print_op.register
     def _print_call(self, op: CallOp) -> None:

@@ -55,6 +55,7 @@ from v8dialect.ir.lowered import (
     CallOp,
     InlineOp,
     InvokeOp,
+    LastRowOp,
     ViewOp,
 )
 from v8dialect.ir.pinning import check_pinned
@@ -77,8 +78,8 @@ def call_problems(op: CallOp) -> list[str]:
     return problems
 
 
-CALL_READY = (ArenaSliceOp, ViewOp, InlineOp, InvokeOp, KernelDeclOp, EntryValueOp, WorkersOp, RequireOp,
-              ScratchNeedOp)
+CALL_READY = (ArenaSliceOp, ViewOp, LastRowOp, InlineOp, InvokeOp, KernelDeclOp, EntryValueOp, WorkersOp,
+              RequireOp, ScratchNeedOp)
 
 
 def check_call_ready(module: ModuleOp) -> None:

@@ -2,7 +2,8 @@
 
 Function arguments become memrefs, each contract-bearing op becomes a
 ``v8.alloc`` for its result plus one ``v8.kernel`` that keeps the op's node,
-phase, scalar parameters and pinned resolution; reshapes become views, and a call
+phase, scalar parameters and pinned resolution; reshapes become views, a last
+token's row a ``v8.last_row`` of its buffer, and a call
 of a layer function a ``v8.invoke`` that writes a buffer per result.  One
 rewrite pattern per op class, applied by xDSL's pattern walker.  The
 pass checks every op against the resolution ledger before and after.
@@ -35,8 +36,9 @@ from xdsl.rewriter import Rewriter
 
 from v8dialect.diagnostics import V8Error, op_error
 from v8dialect.ir.graph_op import GraphOp
-from v8dialect.ir.lowered import AllocOp, InvokeOp, KernelOp, ViewOp
+from v8dialect.ir.lowered import AllocOp, InvokeOp, KernelOp, LastRowOp, ViewOp
 from v8dialect.ir.narrowing import ssa_value, tensor_type
+from v8dialect.ops.last_token import LastTokenOp
 from v8dialect.ops.reshape import ReshapeOp
 
 # Properties of GraphIR ops that are not scalar parameters of the kernel.
@@ -108,6 +110,16 @@ class LowerReshape(RewritePattern):
         rewriter.replace(op, view, [view.result])
 
 
+class LowerLastToken(RewritePattern):
+    """The last token's row -> that row of the same buffer."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: LastTokenOp, rewriter: PatternRewriter) -> None:
+        row = LastRowOp(op.input, buffer_type(op.result.type))
+        row.location = op.location
+        rewriter.replace(op, row, [row.result])
+
+
 class LowerLayerCall(RewritePattern):
     """A call of a layer function -> a buffer per result and a v8.invoke that writes them."""
 
@@ -131,9 +143,9 @@ def buffer_signature(fn: func.FuncOp) -> None:
 
 
 def refuse_unlowerable(fn: func.FuncOp) -> None:
-    """Before anything changes: every op of a phase is a GraphIR op, a reshape or the return."""
+    """Before anything changes: every op of a phase is a GraphIR op, a view or the return."""
     for op in fn.body.block.ops:
-        if not isinstance(op, GraphOp | ReshapeOp | func.ReturnOp | func.CallOp):
+        if not isinstance(op, GraphOp | ReshapeOp | LastTokenOp | func.ReturnOp | func.CallOp):
             raise V8Error([op_error(op, f"lower-to-kernels: no lowering for '{op.name}'")])
 
 
@@ -149,6 +161,7 @@ class LowerToKernels(V8Pass):
             refuse_unlowerable(fn)
             buffer_signature(fn)
         PatternRewriteWalker(
-            GreedyRewritePatternApplier([LowerGraphOp(), LowerReshape(), LowerLayerCall()]),
+            GreedyRewritePatternApplier([LowerGraphOp(), LowerReshape(), LowerLastToken(),
+                                         LowerLayerCall()]),
             apply_recursively=False,
         ).rewrite_module(op)

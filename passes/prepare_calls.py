@@ -41,6 +41,7 @@ from v8dialect.data.pipeline_data import pipeline_data
 from v8dialect.diagnostics import V8Error, op_error
 from v8dialect.ir.call_ready import EntryValue, KernelDeclOp, RequireOp, ir_type
 from v8dialect.ir.lowered import (
+    ALIASING_OPS,
     ARENA_ATTR,
     OUTPUTS_ATTR,
     WRITTEN_ATTR,
@@ -50,7 +51,6 @@ from v8dialect.ir.lowered import (
     InlineOp,
     InvokeOp,
     KernelOp,
-    ViewOp,
 )
 from v8dialect.ir.narrowing import array_items
 from v8dialect.ir.structure import is_entry_point
@@ -91,8 +91,8 @@ def last_use(value: SSAValue, position: dict[Operation, int]) -> int:
     last = -1
     for use in value.uses:
         last = max(last, position[use.operation])
-        if isinstance(use.operation, ViewOp):
-            last = max(last, last_use(use.operation.result, position))
+        if isinstance(use.operation, ALIASING_OPS):
+            last = max(last, last_use(use.operation.results[0], position))
     return last
 
 

@@ -53,6 +53,22 @@ func.func @f(%x: tensor<3x64xf32>) -> tensor<3x65xf32> {
 
 // -----
 
+func.func @f(%x: tensor<3x64xf32>) -> tensor<2x64xf32> {
+  %v = v8.last_token %x : tensor<3x64xf32> -> tensor<2x64xf32>
+  func.return %v : tensor<2x64xf32>
+}
+// CHECK: error: 'v8.last_token': last_token of tensor<3x64xf32> is one row of it, tensor<1x64xf32>, not tensor<2x64xf32>
+
+// -----
+
+func.func @f(%x: tensor<64xf32>) -> tensor<1xf32> {
+  %v = v8.last_token %x : tensor<64xf32> -> tensor<1xf32>
+  func.return %v : tensor<1xf32>
+}
+// CHECK: error: 'v8.last_token': last_token reads a [tokens, ...] activation, got tensor<64xf32>
+
+// -----
+
 // Multi-section RoPE names each position stream's share of the rotary pairs.
 func.func @f(%q: tensor<4x16x128xf32>, %pos: tensor<4x4xi32>) -> tensor<4x16x128xf32> {
   %r = v8.rope "mrope_q" prefill %q, %pos base 1.000000e+06 dims 128 sections [16, 24, 24] contract #v8.op_contract<"mrope_fp32_iterative_theta_sections", op = rope, storage = fp32, compute = fp32, reduction_kind = none, reduction_accumulator = none, reduction_order = none, elementwise = rotate_multi_section, transcendentals = cosf_sinf_iterative_theta, rounding_points = [fp32_theta_each_step, fp32_rotation, fp32_output], partition = #v8.partition<independent_rows, effect = none>> : (tensor<4x16x128xf32>, tensor<4x4xi32>) -> tensor<4x16x128xf32>

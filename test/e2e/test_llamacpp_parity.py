@@ -202,6 +202,48 @@ def test_planted_difference_is_named(models: dict[str, Path], tmp_path: Path,
     assert "first differing op" in out and "'blk.0.ffn_act'" in out
 
 
+# the families whose circuits say where llama.cpp keeps only the rows a call returns
+LAST_LOGITS_FAMILIES = ("qwen3", "qwen2", "nanbeige", "gemma3", "qwen3vl")
+
+
+@pytest.mark.parametrize("family", LAST_LOGITS_FAMILIES)
+def test_last_token_logits_prefill_bit_exact_with_llamacpp(models: dict[str, Path], family: str,
+                                                           tmp_path: Path,
+                                                           evidence: Callable[..., Any]) -> None:
+    """--prefill-logits last: each prefill call returns its last token's logits, llama.cpp
+    with only that token's output requested (its graph keeps that row from the last layer's
+    attention output on, so the last layer's FFN runs one row).  A 37-token prompt in
+    micro-batches of 16 (16, 16, 5), then decode steps, at 1 and 2 threads, repacking on and
+    off."""
+    oracle_or_unresolved(evidence, family)
+    rc, doc, out = parity(models[family], family, tmp_path, "--prompt-len", "37", "--ubatch", "16",
+                          "--decode", "4", "--threads", "1,2", "--repack", "both",
+                          "--prefill-logits", "last")
+    check(evidence, family, rc, doc, out, "prompt 37 in micro-batches of 16, last logits only, "
+          "+ 4 decode steps")
+    assert all(r["positions"] == 3 + 4 for r in summary(doc)), out  # one row per prefill call
+
+
+def test_last_token_rows_selected_too_late_are_named(models: dict[str, Path], tmp_path: Path,
+                                                     evidence: Callable[..., Any]) -> None:
+    """A circuit that keeps the last token's rows only after the FFN (its GEMMs then run on
+    every row, not on one as llama.cpp's do): the tool exits 1 and names the residual add
+    that first reads the differing rows."""
+    oracle_or_unresolved(evidence, "qwen3")
+    from v8dialect.data.paths import circuits_dir
+
+    circuit = json.loads((circuits_dir() / "qwen3.json").read_text())
+    circuit["output_rows"] = {"after": "ffn_down", "select": ["down", "hidden"]}
+    planted = tmp_path / "qwen3_late_rows.json"
+    planted.write_text(json.dumps(circuit))
+    rc, doc, out = parity(models["qwen3"], str(planted), tmp_path, "--prompt-len", "37",
+                          "--ubatch", "16", "--decode", "1", "--repack", "off",
+                          "--prefill-logits", "last")
+    located = doc["runs"][0]["located"]
+    assert rc == 1 and located is not None, out
+    assert located["node"] == "blk.1.ffn_residual", located
+
+
 def avx2_llama_lib(evidence: Callable[..., Any], circuit: str) -> str:
     """llama.cpp built for AVX2 only (test/e2e/llamacpp_avx2.sh; .ci/run builds it and the
     Makefile names it in V8_LLAMACPP_AVX2_LIB); without it the evidence is unresolved."""

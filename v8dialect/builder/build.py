@@ -1,6 +1,7 @@
 """v8-build: hydrate a circuit with a model manifest into GraphIR.
 
-    v8-build model.gguf --circuit <family> [--prefill-tokens N] [--kv-capacity C] -o out.mlir
+    v8-build model.gguf --circuit <family> [--prefill-tokens N] [--kv-capacity C]
+             [--prefill-logits all|last] -o out.mlir
     v8-build config.json --circuit <family> --set kv_cache_dtype=f32 -o out.mlir
 
 The circuit supplies the graph and every requirement; the manifest supplies
@@ -62,6 +63,9 @@ from v8dialect.data.manifest import (
 )
 from v8dialect.driver.cli_args import ArgumentParser
 
+# What a decoder's prefill returns: every token's result row, or the last token's only.
+PREFILL_LOGITS = ("all", "last")
+
 # ---- the module ------------------------------------------------------------------------
 
 
@@ -87,7 +91,9 @@ def build_module(
     for phase in circuit.phases:
         tokens = options.prefill_tokens if phase == "prefill" else DECODE_TOKENS
         builder = FunctionBuilder(circuit, manifest, registry, phase, tokens, capacity,
-                                  expand_layers=options.expand_layers)
+                                  expand_layers=options.expand_layers,
+                                  last_token_only=(phase == "prefill" and circuit.kind == "decoder"
+                                                   and options.prefill_logits == "last"))
         functions += builder.build(phase)
         used |= builder.used_tensors
         if phase == "decode" and len(builder.attention_contracts) != 1:
@@ -218,6 +224,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         default=None,
         help="contract registry files or folders (default: the packaged contracts/)",
     )
+    parser.add_argument("--prefill-logits", choices=PREFILL_LOGITS, default="all",
+                        help="a decoder's prefill result: every token's row, or the last token's "
+                             "only (what generation after a prompt reads; the final norm and the "
+                             "output projection then run on one row)")
     parser.add_argument("--expand-layers", action="store_true",
                         help="build every layer's ops into its phase instead of one function per "
                              "distinct layer called once per layer (keep-checkpoints needs it)")
@@ -228,7 +238,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def build_from_file(model: Path, circuit_name: str, *, prefill_tokens: int = DEFAULT_PREFILL_TOKENS,
                     kv_capacity: int | None = None, overrides: Sequence[str] = (),
                     registry_paths: Sequence[Path] | None = None,
-                    expand_layers: bool = False) -> ModuleOp:
+                    expand_layers: bool = False, prefill_logits: str = "all") -> ModuleOp:
     """The GraphIR module for a model file (GGUF or config JSON) and a circuit; every
     user error is a BuildError naming the file."""
     try:
@@ -244,8 +254,11 @@ def build_from_file(model: Path, circuit_name: str, *, prefill_tokens: int = DEF
         manifest = read_manifest(model, circuit.key_prefix, circuit.config_section)
     except ManifestError as e:
         raise BuildError(str(model), str(e).removeprefix(f"{model}: ")) from None
+    if prefill_logits not in PREFILL_LOGITS:
+        raise BuildError("<command line>", f"prefill logits '{prefill_logits}' is none of "
+                         f"{', '.join(PREFILL_LOGITS)}")
     module = build_module(circuit, manifest, registry, BuildOptions(prefill_tokens, kv_capacity, values,
-                                                                  expand_layers))
+                                                                  expand_layers, prefill_logits))
     try:
         module.verify()
     except VerifyException as e:  # a builder bug, not a user error: still no traceback
@@ -256,7 +269,8 @@ def build_from_file(model: Path, circuit_name: str, *, prefill_tokens: int = DEF
 def run(args: argparse.Namespace) -> None:
     module = build_from_file(args.model, args.circuit, prefill_tokens=args.prefill_tokens,
                              kv_capacity=args.kv_capacity, overrides=args.set,
-                             registry_paths=args.registry, expand_layers=args.expand_layers)
+                             registry_paths=args.registry, expand_layers=args.expand_layers,
+                             prefill_logits=args.prefill_logits)
     if args.output is None:
         print_module(module, sys.stdout)
         return

@@ -26,6 +26,7 @@ from v8dialect.builder.values import (
     CONFIG_WEIGHT_TYPE,
     MAX_LAYERS,
     BuildError,
+    dims_of,
     element_type,
     tensor_of,
 )
@@ -53,6 +54,7 @@ from v8dialect.ir.types import (
     Phase,
     PhaseAttr,
 )
+from v8dialect.ops.last_token import LastTokenOp
 from v8dialect.ops.registry import op_kind
 
 # ---- function arguments ------------------------------------------------------------
@@ -153,6 +155,9 @@ class FunctionBuilder:
     current: OpTemplate | None = None  # the op being emitted; its entry locates new arguments
     in_layer_function: bool = False  # building a layer function: node names without the layer prefix
     expand_layers: bool = False  # every layer's ops in the phase, not calls of layer functions
+    # a prefill that returns its last token's result only: the last layer keeps that token's
+    # rows from the circuit's output_rows node on (a layer function: the layer it builds is that)
+    last_token_only: bool = False
 
     def __post_init__(self) -> None:
         self.args = Arguments(self.block)
@@ -356,7 +361,10 @@ class FunctionBuilder:
             )
         for op in self.circuit.prologue:
             self.emit(op, values, None)
+        self.check_output_rows()
         layer_functions = self.build_layers(values)
+        if self.last_token_only and self.tokens > 1:
+            self.check_one_row(values)
         for op in self.circuit.epilogue:
             self.emit(op, values, None)
         result = values[self.circuit.result]
@@ -374,6 +382,39 @@ class FunctionBuilder:
             fn.attributes[MAX_TOKENS_ATTR] = IntegerAttr(self.tokens, i64)
         return [*layer_functions, fn]
 
+    def selects_rows(self, layer: int) -> bool:
+        """Whether `layer` keeps only the last token's rows from the circuit's output_rows node."""
+        return self.last_token_only and layer == self.block_count() - 1
+
+    def select_rows(self, op: OpTemplate, values: dict[str, SSAValue]) -> None:
+        """After the circuit's output_rows node: its selected values become their last token's
+        rows (the node itself, like every op before it, ran on every token)."""
+        rows = self.circuit.output_rows
+        assert rows is not None  # checked before the layers are built
+        if op.node != rows.after:
+            return
+        for name in rows.select:
+            selected = LastTokenOp(values[name])
+            selected.location = self.location(op)
+            self.block.add_op(selected)
+            selected.result.name_hint = f"{name}_rows"
+            values[name] = selected.result
+
+    def check_output_rows(self) -> None:
+        if self.last_token_only and self.circuit.output_rows is None:
+            raise BuildError(self.circuit.file, "this circuit declares no 'output_rows' (where "
+                             "llama.cpp's graph keeps the rows a call returns), so its prefill "
+                             "cannot return the last token's logits only")
+
+    def check_one_row(self, values: dict[str, SSAValue]) -> None:
+        """With the last token's rows selected, the epilogue reads one row of each input."""
+        for op in self.circuit.epilogue:
+            for name in op.inputs:
+                if name in values and dims_of(values[name])[0] != 1:
+                    raise BuildError(self.where(op), f"'{name}' still has one row per token "
+                                     "after the circuit's output_rows selection")
+            values = {k: v for k, v in values.items() if k != op.output}
+
     def build_layers(self, values: dict[str, SSAValue]) -> list[FuncOp]:
         """The layers, as calls of layer functions (returned) or expanded into the phase."""
         period = self.period()
@@ -383,6 +424,8 @@ class FunctionBuilder:
                 for op in self.circuit.block:
                     if op.in_layer(kind):
                         self.emit(op, values, layer)
+                        if self.selects_rows(layer):
+                            self.select_rows(op, values)
             return []
         outliner = LayerOutliner(self, live_across_layers(self.circuit, set(kinds)))
         for layer, kind in enumerate(kinds):

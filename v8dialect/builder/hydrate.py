@@ -31,6 +31,7 @@ class BuildOptions:
     kv_capacity: int | None = None
     overrides: Mapping[str, ManifestValue] = field(default_factory=dict[str, ManifestValue])
     expand_layers: bool = False  # every layer's ops in its phase (see builder/layers.py)
+    prefill_logits: str = "all"  # "last": a decoder's prefill returns the last token's result only
 
 
 # ---- hydration: the manifest the circuit is built with ---------------------------------

@@ -94,11 +94,12 @@ class LayerOutliner:
     def key(self, layer: int, kind: str) -> Hashable:
         """Equal for two layers exactly when their ops would be built alike."""
         tensors = self.phase.manifest.tensors
+        selects = self.phase.selects_rows(layer)  # the last layer may keep fewer rows
         if tensors is None:
-            return (kind,)
+            return (kind, selects)
         prefix = self.phase.circuit.prefix(layer)
-        return (kind, tuple(sorted((name.removeprefix(prefix), info.dtype, info.shape)
-                                   for name, info in tensors.items() if name.startswith(prefix))))
+        return (kind, selects, tuple(sorted((name.removeprefix(prefix), info.dtype, info.shape)
+                                            for name, info in tensors.items() if name.startswith(prefix))))
 
     def call(self, layer: int, kind: str, values: dict[str, SSAValue]) -> None:
         key = self.key(layer, kind)
@@ -128,7 +129,7 @@ class LayerOutliner:
 
         p = self.phase
         body = FunctionBuilder(p.circuit, p.manifest, p.registry, p.phase, p.tokens, p.kv_capacity,
-                               in_layer_function=True)
+                               in_layer_function=True, last_token_only=p.last_token_only)
         body.attention_contracts = p.attention_contracts
         first = next(op for op in p.circuit.block if op.in_layer(kind))
         location = body.location(first)
@@ -136,6 +137,8 @@ class LayerOutliner:
         for op in p.circuit.block:
             if op.in_layer(kind):
                 body.emit(op, inner, layer)
+                if p.selects_rows(layer):
+                    body.select_rows(op, inner)
         outputs = [name for name in inner.assigned if name in self.live]
         results = [inner[name] for name in outputs]
         body.block.add_op(ReturnOp(*results))

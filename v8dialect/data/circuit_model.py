@@ -114,6 +114,17 @@ class OpTemplate:
 
 
 @dataclass(frozen=True)
+class OutputRows:
+    """Where llama.cpp's graph keeps only the rows whose results a call returns: in the last
+    layer, right after node `after`, the values `select` become those rows (for a prefill that
+    returns its last token's logits, the last token's row).  Every op from there on computes
+    those rows alone, as llama.cpp's do, so their arithmetic is that of a one-row call."""
+
+    after: str
+    select: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class LayerPattern:
     kinds: tuple[str, ...]
     every: str | None = None  # manifest field: the period of the pattern
@@ -148,6 +159,7 @@ class Circuit:
     block: tuple[OpTemplate, ...]
     epilogue: tuple[OpTemplate, ...]
     result: str
+    output_rows: OutputRows | None = None  # None: no prefill can return its last token's only
     block_prefix: str = DEFAULT_PREFIX[0]  # tensor and node names of layer i start with this
     global_prefix: str = DEFAULT_PREFIX[1]
 

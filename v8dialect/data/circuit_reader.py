@@ -19,6 +19,7 @@ from v8dialect.data.circuit_model import (
     Circuit,
     LayerPattern,
     OpTemplate,
+    OutputRows,
 )
 from v8dialect.data.contracts import parse_contract_id
 from v8dialect.data.jsondata import Node
@@ -332,7 +333,7 @@ MANIFEST_OPTIONAL = ("defaults", "key_prefix", "config_section", "match", "weigh
 
 
 def parse_circuit(doc: Node, positions: Mapping[str, tuple[int, int]]) -> Circuit:
-    doc.object(TOP_REQUIRED, ["notes", "requirements", "tensor_prefix"])
+    doc.object(TOP_REQUIRED, ["notes", "requirements", "tensor_prefix", "output_rows"])
     schema = doc.child("schema")
     if schema.string() != SCHEMA:
         raise schema.error(f"unsupported schema '{schema.value}' (expected '{SCHEMA}')")
@@ -377,9 +378,26 @@ def parse_circuit(doc: Node, positions: Mapping[str, tuple[int, int]]) -> Circui
         block=ops["block"],
         epilogue=ops["epilogue"],
         result=doc.child("result").string(),
+        output_rows=_output_rows(doc.child("output_rows"), ops["block"]) if doc.has("output_rows") else None,
         block_prefix=prefix[0],
         global_prefix=prefix[1],
     )
+
+
+def _output_rows(node: Node, block: tuple[OpTemplate, ...]) -> OutputRows:
+    """`after` is a node of the block; each selected name is a value an op after it reads."""
+    node.object(["after", "select"])
+    after = node.child("after").string()
+    nodes = [op.node for op in block]
+    if after not in nodes:
+        raise node.child("after").error(f"'{after}' is no node of the block")
+    later = {name for op in block[nodes.index(after) + 1:] for name in op.inputs}
+    select = node.child("select").strings()
+    for i, name in enumerate(select):
+        if name not in later:
+            raise node.child("select").child(i).error(
+                f"no op after '{after}' reads '{name}', so selecting its rows changes nothing")
+    return OutputRows(after, select)
 
 
 def _tensor_prefix(node: Node) -> tuple[str, str]:

@@ -1,7 +1,8 @@
 """LoweredIR and call-ready IR of the v8 dialect.
 
 LoweredIR (after ``lower-to-kernels``): buffers instead of tensors.
-``v8.alloc`` makes an intermediate buffer, ``v8.view`` reinterprets one, and
+``v8.alloc`` makes an intermediate buffer, ``v8.view`` reinterprets one,
+``v8.last_row`` is the last token's row of one, and
 ``v8.kernel`` is one resolved kernel invocation on buffers (inputs, then the
 output), still carrying its node, phase, op kind, scalar parameters and the
 pinned ``resolved`` attribute.
@@ -85,6 +86,36 @@ class PinnedOp(IRDLOperation):
     node = prop_def(StringAttr)
     phase = prop_def(PhaseAttr)
     resolved = prop_def(ResolvedAttr)
+
+
+@irdl_op_definition
+class LastRowOp(IRDLOperation):
+    """The last token's row of a [tokens, ...] buffer, in place (a GraphIR last_token): row
+    n_tokens-1 when the phase takes its token count at run time and the buffer has the built
+    count, else its last row."""
+
+    name = "v8.last_row"
+
+    source = operand_def(MemRefType)
+    result = result_def(MemRefType)
+
+    assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(self, source: SSAValue, memref_type: MemRefType[Attribute]) -> None:
+        super().__init__(operands=[source], result_types=[memref_type])
+
+    def verify_(self) -> None:
+        src, dst = self.source.type, self.result.type
+        assert isinstance(src, MemRefType) and isinstance(dst, MemRefType)
+        dims = tuple(src.get_shape())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+        if (len(dims) < 2 or src.get_element_type() != dst.get_element_type()  # pyright: ignore[reportUnknownMemberType]
+                or tuple(dst.get_shape()) != (1, *dims[1:])):  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+            raise VerifyException(f"the last row of {src} is a {dims[1:]} row of its element type, "
+                                  f"not {dst}")
+
+
+# Ops whose one result is (part of) their operand's buffer: a buffer lives while any is read.
+ALIASING_OPS: tuple[type[Operation], ...] = (ViewOp, LastRowOp)
 
 
 @irdl_op_definition
@@ -211,6 +242,6 @@ class InvokeOp(IRDLOperation):
             raise VerifyException(f"{self.outputs} outputs but {len(self.values)} buffers")
 
 
-LOWERED_OPS: list[type[Operation]] = [AllocOp, ViewOp, KernelOp, ArenaSliceOp, CallOp, InlineOp, InvokeOp,
-                                      *CALL_READY_OPS]
+LOWERED_OPS: list[type[Operation]] = [AllocOp, ViewOp, LastRowOp, KernelOp, ArenaSliceOp, CallOp, InlineOp,
+                                      InvokeOp, *CALL_READY_OPS]
 LOWERED_ATTRIBUTES: list[type[Attribute]] = [*CALL_READY_ATTRIBUTES]

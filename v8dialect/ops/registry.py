@@ -13,6 +13,7 @@ from v8dialect.ops import (
     embedding,
     head_split,
     kv_store,
+    last_token,
     norm,
     patch_merge,
     projection,
@@ -22,8 +23,8 @@ from v8dialect.ops import (
 )
 from v8dialect.ops.kind import OpKind
 
-_MODULES = (reshape, attention, projection, norm, rope, elementwise, embedding, kv_store, head_split,
-            recurrent, patch_merge)
+_MODULES = (reshape, last_token, attention, projection, norm, rope, elementwise, embedding, kv_store,
+            head_split, recurrent, patch_merge)
 
 OP_KINDS: Mapping[str, OpKind] = {kind.name: kind for module in _MODULES for kind in module.KINDS}
 GRAPH_OPS: list[type[Operation]] = list(dict.fromkeys(

@@ -64,6 +64,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--position-streams", action="store_true",
                    help="multi-section RoPE: four distinct position streams, llama.cpp fed the "
                         "token embedding rows (a token batch gives every stream one position)")
+    p.add_argument("--prefill-logits", choices=("all", "last"), default="all",
+                   help="compare every prompt position's logits, or each prefill call's last "
+                        "(both engines then compute that row alone from the last layer's "
+                        "attention output on, as llama.cpp does for generation)")
     p.add_argument("--no-locate", action="store_true", help="skip naming the first differing op")
     p.add_argument("--json", type=Path, help="also write the results as JSON")
     return p.parse_args(argv)
@@ -91,10 +95,14 @@ def cases(args: argparse.Namespace, vocab: int) -> list[ParityCase]:
     if len(prompt) + len(decode) > args.kv_capacity:
         raise UsageError(f"{len(prompt)} prompt + {len(decode)} decode tokens exceed "
                          f"--kv-capacity {args.kv_capacity}")
+    if args.prefill_logits == "last" and args.position_streams:
+        raise UsageError("--prefill-logits last: llama.cpp is fed embedding rows with "
+                         "--position-streams, and v8-parity compares their every row")
     build = ggml_build_of_system_info(oracle_info().system_info)
     loop_vectors = reference_loop_vectors()
     return [ParityCase(args.model, args.circuit, prompt, decode, t, r, args.kv_capacity,
-                       tuple(args.set), args.position_streams, args.ubatch, build, loop_vectors)
+                       tuple(args.set), args.position_streams, args.ubatch, build, loop_vectors,
+                       args.prefill_logits)
             for r in repacks for t in threads]
 
 

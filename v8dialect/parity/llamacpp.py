@@ -273,8 +273,10 @@ class LlamaCppSession:
                              + "".join(model.log[-5:]).strip())
         self.n_past = 0
 
-    def eval(self, tokens: Sequence[int]) -> np.ndarray[Any, Any]:
-        """Evaluate tokens at the next positions; returns [len(tokens), vocab] logits."""
+    def eval(self, tokens: Sequence[int], last_only: bool = False) -> np.ndarray[Any, Any]:
+        """Evaluate tokens at the next positions; returns [len(tokens), vocab] logits, or with
+        `last_only` the last token's [1, vocab] (llama.cpp then keeps only that row from the
+        last layer's attention output on)."""
         lib = self.lib
         n = len(tokens)
         if n > self.config.n_ubatch:
@@ -288,16 +290,17 @@ class LlamaCppSession:
                 batch.pos[i] = self.n_past + i
                 batch.n_seq_id[i] = 1
                 batch.seq_id[i][0] = 0
-                batch.logits[i] = 1
+                batch.logits[i] = 1 if not last_only or i == n - 1 else 0
             batch.n_tokens = n
             rc = lib.llama_decode(self.ctx, batch)
             if rc != 0:
                 raise ValueError(f"llama_decode failed with status {rc}")
             vocab = self.model.vocab
-            out = np.empty((n, vocab), np.float32)
-            for i in range(n):
+            rows = [n - 1] if last_only else range(n)
+            out = np.empty((len(rows), vocab), np.float32)
+            for j, i in enumerate(rows):
                 row = lib.llama_get_logits_ith(self.ctx, i)
-                out[i] = np.ctypeslib.as_array(row, shape=(vocab,))
+                out[j] = np.ctypeslib.as_array(row, shape=(vocab,))
         finally:
             lib.llama_batch_free(batch)
         self.n_past += n

@@ -37,6 +37,7 @@ class ParityCase:
     ubatch: int = 512  # the prompt runs in micro-batches of at most this many tokens
     reference_build: str | None = None  # llama.cpp's x86 build class (ggml_build), when known
     reference_loop_vectors: str | None = None  # its compiler's small-loop form, when known
+    prefill_logits: str = "all"  # "last": each prefill call returns its last token's logits only
 
     def calls(self) -> list[tuple[str, tuple[int, ...]]]:
         """The prompt in micro-batches (each one prefill call, as llama.cpp splits a batch into
@@ -108,7 +109,8 @@ def open_v8(case: ParityCase, checkpoints: bool) -> ModelSession:
     session = ModelSession.open(case.model, case.circuit,
                                 prefill_tokens=min(len(case.prompt), case.ubatch),
                                 kv_capacity=case.kv_capacity, checkpoints=checkpoints,
-                                overrides=case.build_overrides(), name="v8_parity")
+                                overrides=case.build_overrides(), name="v8_parity",
+                                prefill_logits=case.prefill_logits)
     if case.reference_build is not None:
         session.restrict_to(case.reference_build)
     return session
@@ -147,7 +149,9 @@ class Step:
 
     def __call__(self, phase: str, tokens: Sequence[int]) -> tuple[Any, Logits]:
         if self.table is None:
-            return self.ours.run(phase, tokens, self.case.threads), self.reference.eval(tokens)
+            last_only = phase == "prefill" and self.case.prefill_logits == "last"
+            return (self.ours.run(phase, tokens, self.case.threads),
+                    self.reference.eval(tokens, last_only=last_only))
         positions = stream_positions(self.ours.n_past, len(tokens))
         ours = self.ours.run(phase, tokens, self.case.threads, positions=positions)
         return ours, self.reference.eval_embeddings(self.table.rows(tokens), positions)
@@ -169,8 +173,9 @@ def compare_logits(case: ParityCase, llama: LlamaCppModel) -> ParityResult:
             ours = run.logits
             if result.divergent_logits is None and not difference(ours, ref).exact:
                 result.divergent_logits = (ours, ref)
-            for row in range(len(tokens)):
-                result.rows.append(PositionRow(call, phase, position + row,
+            first = len(tokens) - len(ours)  # a last-token-only prefill returns its last row
+            for row in range(len(ours)):
+                result.rows.append(PositionRow(call, phase, position + first + row,
                                                difference(ours[row], ref[row]),
                                                int(np.argmax(ours[row])), int(np.argmax(ref[row]))))
             position += len(tokens)

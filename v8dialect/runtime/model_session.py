@@ -50,14 +50,15 @@ class PhaseResult:
 
 
 def build_graph(model: Path, circuit: str, prefill_tokens: int, kv_capacity: int | None,
-                overrides: Sequence[str] = (), expand_layers: bool = False) -> ModuleOp:
+                overrides: Sequence[str] = (), expand_layers: bool = False,
+                prefill_logits: str = "all") -> ModuleOp:
     """v8-build's hydration: the GraphIR module (located errors as SessionError)."""
     from v8dialect.builder.build import BuildError, build_from_file
 
     try:
         return build_from_file(model, circuit, prefill_tokens=prefill_tokens,
                                kv_capacity=kv_capacity, overrides=overrides,
-                               expand_layers=expand_layers)
+                               expand_layers=expand_layers, prefill_logits=prefill_logits)
     except BuildError as e:
         raise SessionError(str(e)) from None
 
@@ -194,6 +195,7 @@ class ModelSource:
     overrides: tuple[str, ...] = ()
     checkpoints: bool = False
     name: str = "v8_model"
+    prefill_logits: str = "all"  # "last": each prefill call returns its last token's logits only
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,8 @@ def build_program(source: ModelSource, prefill_tokens: int) -> BuiltProgram:
 
     # a checkpoint build names every layer's nodes, so its layers are expanded into the phases
     module = build_graph(source.model, source.circuit, prefill_tokens, source.kv_capacity,
-                         source.overrides, expand_layers=source.checkpoints)
+                         source.overrides, expand_layers=source.checkpoints,
+                         prefill_logits=source.prefill_logits)
     functions = entry_points(module)
     rows = {fn.sym_name.data: weight_args(fn) for fn in functions}
     if source.checkpoints:
@@ -244,8 +247,11 @@ class ModelSession:
     @classmethod
     def open(cls, model: Path, circuit: str, *, prefill_tokens: int, kv_capacity: int | None = None,
              checkpoints: bool = False, overrides: Sequence[str] = (),
-             name: str = "v8_model") -> ModelSession:
-        source = ModelSource(model, circuit, kv_capacity, tuple(overrides), checkpoints, name)
+             name: str = "v8_model", prefill_logits: str = "all") -> ModelSession:
+        """prefill_logits="last": prefill returns the prompt's last logits row only (the final
+        norm and output projection run on that row), as generation after a prompt needs."""
+        source = ModelSource(model, circuit, kv_capacity, tuple(overrides), checkpoints, name,
+                             prefill_logits)
         first = build_program(source, prefill_tokens)
         # the program keys its inputs by argument position (two reads of one tensor under
         # different transforms or layouts are two inputs); every prefill length has the same
@@ -367,10 +373,13 @@ class ModelSession:
 
     def prefill(self, tokens: Sequence[int] | np.ndarray[Any, Any], workers: int = 1,
                 ubatch: int = 512) -> np.ndarray[Any, Any]:
-        """The prompt in micro-batches of at most `ubatch` tokens; every position's logits."""
+        """The prompt in micro-batches of at most `ubatch` tokens; every position's logits, or
+        with prefill_logits="last" the last position's ([1, vocab])."""
         toks = np.asarray(tokens, np.int32).reshape(-1)
         parts = [self.run("prefill", toks[i:i + ubatch], workers).logits
                  for i in range(0, len(toks), ubatch)]
+        if self.source.prefill_logits == "last":
+            return parts[-1]
         # one micro-batch is returned as the run gave it: a copy of 512 positions' logits
         # (64 MiB at a 32768 vocabulary) faulted in fresh pages for 3-4% of the prefill
         return parts[0] if len(parts) == 1 else np.concatenate(parts)

@@ -187,8 +187,14 @@ def signature(fn: func.FuncOp) -> PhaseSignature:
         while name in used:
             name += "_"
         used.add(name)
-        # declared per input; every result of such a phase is an activation [tokens, ...]
-        axis = (axes[i] if i < min(first_output, len(axes)) else 0) if limit is not None else None
+        # declared per input; a result of such a phase is an activation [tokens, ...], unless
+        # it is one row whatever the count (the last token's, with --prefill-logits last)
+        if limit is None:
+            axis = None
+        elif i < first_output:
+            axis = axes[i] if i < len(axes) else None
+        else:
+            axis = 0 if shape[0] == limit else None
         layout = attrs[i].data.get(LAYOUT_ATTR) if i < len(attrs) else None
         buffers.append(Buffer(name, dtype, shape, axis,
                               layout.data if isinstance(layout, StringAttr) else None))
