@@ -8,7 +8,10 @@ call after 20 ms idle, so neither engine's spinning workers take the other's cor
 - decode tokens/s at n_past 128, 1024 and 4096 (a prompt of that length, then timed steps;
   the median step),
 - prefill tokens/s for 64 and 512 tokens (one micro-batch each side; the fastest of three
-  alternating rounds, a fresh KV cache each round),
+  alternating rounds, a fresh KV cache each round), once with every position's logits and
+  once with the last token's only (what generation after a prompt reads; v8 built with
+  --prefill-logits last, llama.cpp asked for that token's output alone), each with whether
+  the logits agree bit for bit,
 
 and prints both engines, the ratio v8/llama.cpp, the weight bytes streamed per decode token
 as GB/s and as a share of the streaming-read roofline measured in the same run (one pass
@@ -210,26 +213,31 @@ def ll_config(threads: int, prompt: int) -> Any:
     return LlamaConfig(threads=threads, repack=True, n_ctx=max(2048, prompt + 64), n_ubatch=512)
 
 
-def prefill_rate(v8: Any, ll: Any, prompt: list[int], threads: int,
-                 rounds: int = 3) -> tuple[float, float]:
+def prefill_rate(v8: Any, ll: Any, prompt: list[int], threads: int, rounds: int = 3,
+                 last_only: bool = False) -> tuple[float, float, bool]:
     """Tokens/s of each engine's fastest of `rounds` prefills, the engines alternating (one
-    prefill is seconds long, and this host's noise moves single runs by 20%)."""
+    prefill is seconds long, and this host's noise moves single runs by 20%), and whether the
+    last round's logits agree bit for bit.  `last_only`: llama.cpp is asked for the last
+    token's logits alone, and `v8` must be a session built with prefill_logits="last"."""
     t_v8: list[float] = []
     t_ll: list[float] = []
+    logits: dict[str, Any] = {}
 
     def ours() -> None:
         v8.reset()
-        t_v8.append(settled(lambda: v8.prefill(prompt, threads, 512)))
+        t_v8.append(settled(lambda: logits.__setitem__("v8", v8.prefill(prompt, threads, 512))))
 
     def theirs() -> None:
         session = ll.session(ll_config(threads, len(prompt)))
-        t_ll.append(settled(lambda: session.eval(prompt)))
+        t_ll.append(settled(lambda: logits.__setitem__("ll", session.eval(prompt, last_only=last_only))))
         session.close()
 
     for r in range(rounds):
         for fn in (ours, theirs) if r % 2 == 0 else (theirs, ours):
             fn()
-    return len(prompt) / min(t_v8), len(prompt) / min(t_ll)
+    same = logits["v8"].shape == logits["ll"].shape and np.array_equal(
+        logits["v8"].view(np.uint32), logits["ll"].view(np.uint32))
+    return len(prompt) / min(t_v8), len(prompt) / min(t_ll), bool(same)
 
 
 def restrict_cpu(v8: Any, cpu_mask: str) -> Any:
@@ -289,9 +297,9 @@ def family_rows(names: list[str], threads: list[int], steps: int,
             prompt = [int(x) for x in rng.integers(0, S.VOCAB, 64)]
             rows.append(decode_rate(v8, ll, prompt, steps, t, len(rows), S.VOCAB).row(
                 f"{name}: decode @ 64", t))
-            ours, theirs = prefill_rate(v8, ll, prompt, t)
+            ours, theirs, same = prefill_rate(v8, ll, prompt, t)
             rows.append({"what": f"{name}: prefill 64", "threads": t, "v8_tok_s": ours,
-                         "llamacpp_tok_s": theirs, "ratio": ours / theirs})
+                         "llamacpp_tok_s": theirs, "ratio": ours / theirs, "bit_exact": same})
             print(f"  {name} threads {t}: decode v8 {rows[-2]['v8_tok_s']:.1f}, llama.cpp "
                   f"{rows[-2]['llamacpp_tok_s']:.1f} tok/s", flush=True)
         v8.close()
@@ -421,6 +429,12 @@ def main() -> None:
                                            max(prefills)),
                            overrides=parity_overrides(args.model, "qwen3"), name="v8_bench")
     lib = restrict_cpu(v8, args.cpu_mask)
+    # generation after a prompt reads the last token's logits only: llama.cpp then computes
+    # that row alone from the last layer's attention output on, and so does this build
+    v8_last = ModelSession.open(args.model, "qwen3", prefill_tokens=max(prefills),
+                                kv_capacity=max(prefills), prefill_logits="last",
+                                overrides=parity_overrides(args.model, "qwen3"), name="v8_bench_last")
+    restrict_cpu(v8_last, args.cpu_mask)
     ll = LlamaCppModel(args.model, repack=True)
     info = oracle_info()
     isa = {0: "scalar", 1: "avx2", 2: "avx512"}[int(lib.v8_cpu_best_isa())]
@@ -450,11 +464,15 @@ def main() -> None:
             print(f"  decode @ {n_past}: v8 {ours:.2f}, llama.cpp {theirs:.2f} tok/s", flush=True)
         for n in prefills:
             prompt = [int(t) for t in rng.integers(0, VOCAB, n)]
-            ours, theirs = prefill_rate(v8, ll, prompt, threads)
-            rows.append({"what": f"prefill {n}", "threads": threads, "v8_tok_s": ours,
-                         "llamacpp_tok_s": theirs, "ratio": ours / theirs})
-            print(f"  prefill {n}: v8 {ours:.2f}, llama.cpp {theirs:.2f} tok/s", flush=True)
+            for session, label in ((v8, ""), (v8_last, ", last logits")):
+                ours, theirs, same = prefill_rate(session, ll, prompt, threads,
+                                                  last_only=session is v8_last)
+                rows.append({"what": f"prefill {n}{label}", "threads": threads, "v8_tok_s": ours,
+                             "llamacpp_tok_s": theirs, "ratio": ours / theirs, "bit_exact": same})
+                print(f"  prefill {n}{label}: v8 {ours:.2f}, llama.cpp {theirs:.2f} tok/s",
+                      flush=True)
     v8.close()
+    v8_last.close()
     families = [f for f in args.families.split(",") if f]
     if families:
         print("other families, small test models:", flush=True)
