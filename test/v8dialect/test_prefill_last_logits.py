@@ -129,9 +129,25 @@ def test_bad_output_rows_are_located(tmp_path: Path, rows: dict[str, object], me
     assert "output_rows" in err.value.json_path
 
 
+def test_auto_follows_the_circuit(models: dict[str, Path], tmp_path: Path) -> None:
+    """auto: the last token's row where the circuit declares output_rows, every token's where
+    it does not (a located refusal under 'last')."""
+    from v8dialect.data.paths import circuits_dir
+
+    circuit = json.loads((circuits_dir() / "qwen3.json").read_text())
+    del circuit["output_rows"]
+    bare = tmp_path / "qwen3_bare.json"
+    bare.write_text(json.dumps(circuit))
+    rows = {str(c): phase(build_from_file(models["qwen3"], str(c), prefill_tokens=8,
+                                          prefill_logits="auto"), "prefill")
+            .function_type.outputs.data[0].get_shape()[0]  # type: ignore[attr-defined]
+            for c in ("qwen3", bare)}
+    assert rows == {"qwen3": 1, str(bare): 8}
+
+
 def test_an_unknown_choice_is_a_located_error(models: dict[str, Path],
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(BuildError, match="prefill logits 'first' is none of all, last"):
+    with pytest.raises(BuildError, match="prefill logits 'first' is none of all, last, auto"):
         build_from_file(models["qwen3"], "qwen3", prefill_tokens=8, prefill_logits="first")
     with pytest.raises(SystemExit) as stop:
         main([str(models["qwen3"]), "--circuit", "qwen3", "--prefill-logits", "first"])

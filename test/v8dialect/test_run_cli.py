@@ -37,6 +37,7 @@ def test_tokens_in_micro_batches_then_greedy_decode(model: Path) -> None:
     assert "prefill: 37 tokens" in done.stdout and "decode: 5 steps" in done.stdout
     assert "text:" in done.stdout
     assert "building the program" in done.stderr
+    assert "prefill returns the last token's logits" in done.stderr  # qwen3 declares output_rows
 
 
 def test_prompt_text_goes_through_the_files_tokenizer(model: Path) -> None:

@@ -1,7 +1,7 @@
 """v8-build: hydrate a circuit with a model manifest into GraphIR.
 
     v8-build model.gguf --circuit <family> [--prefill-tokens N] [--kv-capacity C]
-             [--prefill-logits all|last] -o out.mlir
+             [--prefill-logits all|last|auto] -o out.mlir
     v8-build config.json --circuit <family> --set kv_cache_dtype=f32 -o out.mlir
 
 The circuit supplies the graph and every requirement; the manifest supplies
@@ -63,8 +63,16 @@ from v8dialect.data.manifest import (
 )
 from v8dialect.driver.cli_args import ArgumentParser
 
-# What a decoder's prefill returns: every token's result row, or the last token's only.
-PREFILL_LOGITS = ("all", "last")
+# What a decoder's prefill returns: every token's result row, the last token's only, or
+# (auto) the last token's where the circuit declares output_rows and every token's elsewhere.
+PREFILL_LOGITS = ("all", "last", "auto")
+
+
+def last_token_only(circuit: Circuit, prefill_logits: str) -> bool:
+    """Whether a decoder's prefill returns its last token's row only."""
+    if circuit.kind != "decoder":
+        return False
+    return prefill_logits == "last" or (prefill_logits == "auto" and circuit.output_rows is not None)
 
 # ---- the module ------------------------------------------------------------------------
 
@@ -92,8 +100,8 @@ def build_module(
         tokens = options.prefill_tokens if phase == "prefill" else DECODE_TOKENS
         builder = FunctionBuilder(circuit, manifest, registry, phase, tokens, capacity,
                                   expand_layers=options.expand_layers,
-                                  last_token_only=(phase == "prefill" and circuit.kind == "decoder"
-                                                   and options.prefill_logits == "last"))
+                                  last_token_only=(phase == "prefill"
+                                                   and last_token_only(circuit, options.prefill_logits)))
         functions += builder.build(phase)
         used |= builder.used_tensors
         if phase == "decode" and len(builder.attention_contracts) != 1:
@@ -226,8 +234,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--prefill-logits", choices=PREFILL_LOGITS, default="all",
                         help="a decoder's prefill result: every token's row, or the last token's "
-                             "only (what generation after a prompt reads; the final norm and the "
-                             "output projection then run on one row)")
+                             "only (what generation after a prompt reads; the last layer's FFN, "
+                             "the final norm and the output projection then run on one row), or "
+                             "auto: the last token's where the circuit declares output_rows")
     parser.add_argument("--expand-layers", action="store_true",
                         help="build every layer's ops into its phase instead of one function per "
                              "distinct layer called once per layer (keep-checkpoints needs it)")

@@ -3,11 +3,13 @@
     v8-run model.gguf --circuit <family> --prompt "Hello" -n 32
     v8-run model.gguf --circuit <family> --tokens 1,2,3 -n 8 --threads 2
 
-The prompt runs in micro-batches of at most --ubatch tokens (as llama.cpp's), then -n tokens
-are decoded greedily (argmax).  Prints the generated token ids, the text when a tokenizer is
-available (llama.cpp's, reading the same file vocabulary-only: the 'oracle' extra), and
-tokens/s for prefill and decode.  The first build of a program compiles C (tens of seconds for
-a large model); later runs reuse the compiled code.  Errors are located and exit 1.
+The prompt runs in micro-batches of at most --ubatch tokens (as llama.cpp's), returning the
+last token's logits only where the circuit declares how llama.cpp selects that row (its
+output_rows; every position's elsewhere), then -n tokens are decoded greedily (argmax).
+Prints the generated token ids, the text when a tokenizer is available (llama.cpp's, reading
+the same file vocabulary-only: the 'oracle' extra), and tokens/s for prefill and decode.  The
+first build of a program compiles C (tens of seconds for a large model); later runs reuse the
+compiled code.  Errors are located and exit 1.
 """
 
 from __future__ import annotations
@@ -94,9 +96,14 @@ def run(args: argparse.Namespace) -> None:
     print(f"v8-run: building the program for {first}-token prefill chunks (compiled once, then "
           "cached) ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
+    # generation reads the prompt's last logits only: where the circuit says how llama.cpp
+    # selects that row, the prefill computes it alone, as llama.cpp does when generating
     session = ModelSession.open(args.model, args.circuit, prefill_tokens=first,
-                                kv_capacity=args.kv_capacity, overrides=args.set, name="v8_run")
-    print(f"v8-run: ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+                                kv_capacity=args.kv_capacity, overrides=args.set, name="v8_run",
+                                prefill_logits="auto")
+    rows = "the last token's logits" if session.last_token_prefill else "every position's logits"
+    print(f"v8-run: ready in {time.perf_counter() - t0:.1f} s (prefill returns {rows})",
+          file=sys.stderr, flush=True)
     vocab_size = session.program.phases["decode"].outputs[0].shape[-1]
     bad = [t for t in ids if not 0 <= t < vocab_size]
     if bad:

@@ -195,7 +195,9 @@ class ModelSource:
     overrides: tuple[str, ...] = ()
     checkpoints: bool = False
     name: str = "v8_model"
-    prefill_logits: str = "all"  # "last": each prefill call returns its last token's logits only
+    # "last": each prefill call returns its last token's logits only; "auto": so where the
+    # circuit says how llama.cpp selects that row (v8-build --prefill-logits)
+    prefill_logits: str = "all"
 
 
 @dataclass(frozen=True)
@@ -248,8 +250,9 @@ class ModelSession:
     def open(cls, model: Path, circuit: str, *, prefill_tokens: int, kv_capacity: int | None = None,
              checkpoints: bool = False, overrides: Sequence[str] = (),
              name: str = "v8_model", prefill_logits: str = "all") -> ModelSession:
-        """prefill_logits="last": prefill returns the prompt's last logits row only (the final
-        norm and output projection run on that row), as generation after a prompt needs."""
+        """prefill_logits="last": prefill returns the prompt's last logits row only (the last
+        layer's FFN, the final norm and the output projection run on that row), as generation
+        after a prompt needs; "auto": so where the circuit declares output_rows."""
         source = ModelSource(model, circuit, kv_capacity, tuple(overrides), checkpoints, name,
                              prefill_logits)
         first = build_program(source, prefill_tokens)
@@ -366,6 +369,17 @@ class ModelSession:
         return hit
 
     @cached_property
+    def last_token_prefill(self) -> bool:
+        """Whether prefill returns the last token's logits only (the programs are all built
+        alike; the built prefill's result is one row whatever its token count)."""
+        from v8dialect.builder.build import last_token_only
+        from v8dialect.data.circuits import load_circuit
+        from v8dialect.data.contracts import load_registry
+
+        return last_token_only(load_circuit(self.source.circuit, load_registry(None)),
+                               self.source.prefill_logits)
+
+    @cached_property
     def cache_positions(self) -> int:
         """The caches' capacity, read off the signature once (decode asks every step)."""
         caches = [b.shape[1] for b in self.program.phases["prefill"].inputs if b.name.endswith("_cache")]
@@ -374,11 +388,11 @@ class ModelSession:
     def prefill(self, tokens: Sequence[int] | np.ndarray[Any, Any], workers: int = 1,
                 ubatch: int = 512) -> np.ndarray[Any, Any]:
         """The prompt in micro-batches of at most `ubatch` tokens; every position's logits, or
-        with prefill_logits="last" the last position's ([1, vocab])."""
+        with a last-token prefill (prefill_logits) the last position's ([1, vocab])."""
         toks = np.asarray(tokens, np.int32).reshape(-1)
         parts = [self.run("prefill", toks[i:i + ubatch], workers).logits
                  for i in range(0, len(toks), ubatch)]
-        if self.source.prefill_logits == "last":
+        if self.last_token_prefill:
             return parts[-1]
         # one micro-batch is returned as the run gave it: a copy of 512 positions' logits
         # (64 MiB at a 32768 vocabulary) faulted in fresh pages for 3-4% of the prefill
