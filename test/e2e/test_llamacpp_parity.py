@@ -202,8 +202,9 @@ def test_planted_difference_is_named(models: dict[str, Path], tmp_path: Path,
     assert "first differing op" in out and "'blk.0.ffn_act'" in out
 
 
-# the families whose circuits say where llama.cpp keeps only the rows a call returns
-LAST_LOGITS_FAMILIES = ("qwen3", "qwen2", "nanbeige", "gemma3", "qwen3vl")
+# every family's circuit says where llama.cpp keeps only the rows a call returns (qwen35's
+# after the output norm, the others' after the last layer's attention output projection)
+LAST_LOGITS_FAMILIES = ("qwen3", "qwen2", "nanbeige", "gemma3", "qwen3vl", "qwen35")
 
 
 @pytest.mark.parametrize("family", LAST_LOGITS_FAMILIES)
@@ -212,7 +213,8 @@ def test_last_token_logits_prefill_bit_exact_with_llamacpp(models: dict[str, Pat
                                                            evidence: Callable[..., Any]) -> None:
     """--prefill-logits last: each prefill call returns its last token's logits, llama.cpp
     with only that token's output requested (its graph keeps that row from the last layer's
-    attention output on, so the last layer's FFN runs one row).  A 37-token prompt in
+    attention output on, so the last layer's FFN runs one row; Qwen3.5's from the output
+    norm on).  A 37-token prompt in
     micro-batches of 16 (16, 16, 5), then decode steps, at 1 and 2 threads, repacking on and
     off."""
     oracle_or_unresolved(evidence, family)

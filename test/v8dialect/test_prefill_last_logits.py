@@ -109,6 +109,20 @@ def test_a_circuit_without_output_rows_refuses(models: dict[str, Path], tmp_path
     assert err.value.where == str(bare)
 
 
+def test_an_epilogue_node_selects_in_the_epilogue(models: dict[str, Path], tmp_path: Path) -> None:
+    """output_rows after an epilogue node: the layers keep every row and the epilogue selects
+    (Qwen3.5's llama.cpp graph selects after the output norm)."""
+    from v8dialect.data.paths import circuits_dir
+
+    circuit = json.loads((circuits_dir() / "qwen3.json").read_text())
+    circuit["output_rows"] = {"after": "output_norm", "select": ["final"]}
+    late = tmp_path / "qwen3_epilogue_rows.json"
+    late.write_text(json.dumps(circuit))
+    module = build_from_file(models["qwen3"], str(late), prefill_tokens=8, prefill_logits="last")
+    chosen = {name: found for name, found in selections(module).items() if found}
+    assert chosen == {"prefill": ["final"]}
+
+
 @pytest.mark.parametrize(("rows", "message"), [
     ({"after": "ffn_sum", "select": ["o"]}, "'ffn_sum' is no node of the block"),
     ({"after": "attn_output", "select": ["q"]}, "no op after 'attn_output' reads 'q'"),

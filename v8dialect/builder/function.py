@@ -363,10 +363,12 @@ class FunctionBuilder:
             self.emit(op, values, None)
         self.check_output_rows()
         layer_functions = self.build_layers(values)
-        if self.last_token_only and self.tokens > 1:
+        if self.last_token_only and self.tokens > 1 and not self.epilogue_selects():
             self.check_one_row(values)
         for op in self.circuit.epilogue:
             self.emit(op, values, None)
+            if self.last_token_only and self.epilogue_selects():
+                self.select_rows(op, values)
         result = values[self.circuit.result]
         self.block.add_op(ReturnOp(result))
         arg_types = [a.type for a in self.block.args]
@@ -384,7 +386,12 @@ class FunctionBuilder:
 
     def selects_rows(self, layer: int) -> bool:
         """Whether `layer` keeps only the last token's rows from the circuit's output_rows node."""
-        return self.last_token_only and layer == self.block_count() - 1
+        return self.last_token_only and not self.epilogue_selects() and layer == self.block_count() - 1
+
+    def epilogue_selects(self) -> bool:
+        """Whether the circuit's output_rows node is in the epilogue (the layers keep every row)."""
+        rows = self.circuit.output_rows
+        return rows is not None and rows.in_epilogue
 
     def select_rows(self, op: OpTemplate, values: dict[str, SSAValue]) -> None:
         """After the circuit's output_rows node: its selected values become their last token's

@@ -115,13 +115,15 @@ class OpTemplate:
 
 @dataclass(frozen=True)
 class OutputRows:
-    """Where llama.cpp's graph keeps only the rows whose results a call returns: in the last
-    layer, right after node `after`, the values `select` become those rows (for a prefill that
-    returns its last token's logits, the last token's row).  Every op from there on computes
-    those rows alone, as llama.cpp's do, so their arithmetic is that of a one-row call."""
+    """Where llama.cpp's graph keeps only the rows whose results a call returns: right after
+    node `after` (of the last layer, or of the epilogue), the values `select` become those rows
+    (for a prefill that returns its last token's logits, the last token's row).  Every op from
+    there on computes those rows alone, as llama.cpp's do, so their arithmetic is that of a
+    one-row call."""
 
     after: str
     select: tuple[str, ...]
+    in_epilogue: bool = False  # `after` is an epilogue node, not a block node
 
 
 @dataclass(frozen=True)

@@ -378,26 +378,31 @@ def parse_circuit(doc: Node, positions: Mapping[str, tuple[int, int]]) -> Circui
         block=ops["block"],
         epilogue=ops["epilogue"],
         result=doc.child("result").string(),
-        output_rows=_output_rows(doc.child("output_rows"), ops["block"]) if doc.has("output_rows") else None,
+        output_rows=(_output_rows(doc.child("output_rows"), ops["block"], ops["epilogue"])
+                     if doc.has("output_rows") else None),
         block_prefix=prefix[0],
         global_prefix=prefix[1],
     )
 
 
-def _output_rows(node: Node, block: tuple[OpTemplate, ...]) -> OutputRows:
-    """`after` is a node of the block; each selected name is a value an op after it reads."""
+def _output_rows(node: Node, block: tuple[OpTemplate, ...],
+                 epilogue: tuple[OpTemplate, ...]) -> OutputRows:
+    """`after` is a node of the block or of the epilogue; each selected name is a value an op
+    after it (in the same section) reads."""
     node.object(["after", "select"])
     after = node.child("after").string()
-    nodes = [op.node for op in block]
+    in_epilogue = after in [op.node for op in epilogue]
+    section = epilogue if in_epilogue else block
+    nodes = [op.node for op in section]
     if after not in nodes:
-        raise node.child("after").error(f"'{after}' is no node of the block")
-    later = {name for op in block[nodes.index(after) + 1:] for name in op.inputs}
+        raise node.child("after").error(f"'{after}' is no node of the block or the epilogue")
+    later = {name for op in section[nodes.index(after) + 1:] for name in op.inputs}
     select = node.child("select").strings()
     for i, name in enumerate(select):
         if name not in later:
             raise node.child("select").child(i).error(
                 f"no op after '{after}' reads '{name}', so selecting its rows changes nothing")
-    return OutputRows(after, select)
+    return OutputRows(after, select, in_epilogue)
 
 
 def _tensor_prefix(node: Node) -> tuple[str, str]:
