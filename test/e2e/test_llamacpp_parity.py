@@ -224,6 +224,20 @@ def test_last_token_logits_prefill_bit_exact_with_llamacpp(models: dict[str, Pat
     check(evidence, family, rc, doc, out, "prompt 37 in micro-batches of 16, last logits only, "
           "+ 4 decode steps")
     assert all(r["positions"] == 3 + 4 for r in summary(doc)), out  # one row per prefill call
+    assert all(r["prefill_logits"] == "last" for r in doc["runs"]), out
+    assert "prompt 37 (last logits)" in out
+
+
+def test_last_token_logits_with_position_streams_is_refused(models: dict[str, Path],
+                                                            tmp_path: Path) -> None:
+    """llama.cpp fed embedding rows returns every row: the combination is a located usage
+    error, exit 1, not a comparison of unlike rows."""
+    if not models:
+        pytest.fail(f"unresolved: {S.ggml_missing()}")
+    rc, _, out = parity(models["qwen3vl"], "qwen3vl", tmp_path, "--prompt-len", "4",
+                        "--position-streams", "--prefill-logits", "last")
+    assert rc == 1, out
+    assert "qwen3vl.gguf: error: --prefill-logits last" in out and "Traceback" not in out, out
 
 
 def test_last_token_rows_selected_too_late_are_named(models: dict[str, Path], tmp_path: Path,

@@ -117,7 +117,8 @@ def reference_loop_vectors() -> str:
 def report(result: ParityResult, out: Any) -> None:
     c = result.case
     print(f"== {c.model.name} circuit {c.circuit}: threads {c.threads}, repack "
-          f"{'on' if c.repack else 'off'}, prompt {len(c.prompt)}, decode {len(c.decode)}", file=out)
+          f"{'on' if c.repack else 'off'}, prompt {len(c.prompt)}"
+          f"{' (last logits)' if c.prefill_logits == 'last' else ''}, decode {len(c.decode)}", file=out)
     for line in describe_rows(result.rows):
         print(line, file=out)
     exact = sum(r.diff.exact for r in result.rows)
@@ -140,7 +141,7 @@ def as_json(result: ParityResult) -> dict[str, Any]:
     return {
         "model": str(c.model), "circuit": c.circuit, "threads": c.threads, "repack": c.repack,
         "position_streams": c.position_streams, "overrides": list(c.overrides),
-        "ubatch": c.ubatch,
+        "ubatch": c.ubatch, "prefill_logits": c.prefill_logits,
         "prompt": list(c.prompt), "decode": list(c.decode), "exact": result.exact,
         "positions": [{"call": r.call, "phase": r.phase, "position": r.position,
                        "exact": r.diff.exact, "max_abs": r.diff.max_abs,
