@@ -6,7 +6,8 @@ download.  The quantizer picks the tensor types: K-quants where a row holds whol
 its fallbacks (Q5_0, Q8_0, ...) where it does not (the 896- and 1152-wide variants), and its
 own token embedding and tied-head types.  Each file then goes through `v8-parity` (v8-build -> program ->
 llama.cpp on the same tokens) at 1 and 2 threads with weight repacking on and off, logits
-bit-identical at every position.
+bit-identical at every position; one file per family again with each prefill call returning its
+last token's logits only (--prefill-logits last).
 
 Both tools run as their own processes: llama.cpp and ggml-python each bring a ggml, and the
 pytest process must not load llama.cpp into its global symbol scope.
@@ -127,6 +128,35 @@ def test_quantized_file_bit_exact_with_llamacpp(case: tuple[str, int, str], root
              what=f"llama.cpp-quantized {file_type} file, width {width}: prompt {PROMPT} + "
                   f"{DECODE} decode steps, repack {repack}",
              file_type=file_type, width=width, tensor_types=types, runs=runs,
+             oracle=doc.get("oracle", {}))
+    assert ok, out[-4000:]
+
+
+# a prefill that returns its last token's logits (llama.cpp asked for that token's output
+# alone): one file per family, their quantizer-chosen heads then run as one-row GEMVs
+LAST_LOGITS_CASES = (("qwen3", S.E, "Q4_K_M"), ("qwen3", 896, "Q5_K_M"), ("qwen2", S.E, "Q6_K"),
+                     ("nanbeige", S.E, "Q8_0"), ("gemma3", 1152, "Q4_K_M"),
+                     ("qwen3vl", S.E, "BF16"), ("qwen35", S.E, "Q4_K_M"))
+
+
+@pytest.mark.parametrize("case", LAST_LOGITS_CASES, ids=case_id)
+def test_quantized_file_last_token_logits_bit_exact(case: tuple[str, int, str], root: Path,
+                                                    evidence: Callable[..., Any]) -> None:
+    """37 prompt tokens in micro-batches of 16, each call's last logits only, then decode
+    steps, at 1 and 2 threads with repacking on and off."""
+    family, width, file_type = case
+    oracle_or_unresolved(evidence, family)
+    path, _ = quantized(root, family, width, file_type)
+    rc, doc, out = parity(path, family, "--prompt-len", "37", "--ubatch", "16", "--decode", "4",
+                          "--threads", "1,2", "--repack", "both", "--prefill-logits", "last")
+    runs = [{"threads": r["threads"], "repack": r["repack"],
+             "exact": sum(p["exact"] for p in r["positions"]), "positions": len(r["positions"]),
+             "located": r["located"]} for r in doc.get("runs", [])]
+    ok = rc == 0 and bool(runs) and all(r["exact"] == r["positions"] == 3 + 4 for r in runs)
+    evidence(Rung.E2E_LLAMACPP, ok, circuit=family,
+             what=f"llama.cpp-quantized {file_type} file, width {width}: prompt 37 in micro-batches "
+                  "of 16, last logits only, + 4 decode steps, repack both",
+             file_type=file_type, width=width, tensor_types=tensor_types(path), runs=runs,
              oracle=doc.get("oracle", {}))
     assert ok, out[-4000:]
 
