@@ -3,6 +3,7 @@ printed module parses back to the same C."""
 
 from __future__ import annotations
 
+import re
 import sys
 from io import StringIO
 from pathlib import Path
@@ -125,3 +126,17 @@ def test_a_call_that_does_not_fit_its_declaration_is_refused(qwen3: ModuleOp) ->
     call.properties["args"] = ArrayAttr(args)
     with pytest.raises(V8Error, match=rf"emit-c: argument {min(selector, pointer) + 1} \('contract'\) is "):
         c_text(module)
+
+
+def test_the_last_token_row_is_a_pointer_to_row_n_tokens_minus_one(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """--prefill-logits last: the last layer's two selected rows (attention output, residual)
+    are const pointers to row n_tokens-1 of their buffers, and the module round-trips."""
+    gguf = tmp_path_factory.mktemp("qwen3_last") / "m.gguf"
+    tiny_gguf.write(tiny_gguf.PRESETS["qwen3"], gguf)  # pyright: ignore
+    module = call_ready(build_from_file(gguf, "qwen3", overrides=["ggml_build=avx512"],
+                                        prefill_logits="last"))
+    text = c_text(module)
+    widths = re.findall(r"const float \*b\d+ = \w+ \+ \(n_tokens - 1\) \* (\d+);", text)
+    assert len(widths) == 2 and len(set(widths)) == 1, widths
+    assert c_text(parse(str(module))) == text
