@@ -234,9 +234,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--prefill-logits", choices=PREFILL_LOGITS, default="all",
                         help="a decoder's prefill result: every token's row, or the last token's "
-                             "only (what generation after a prompt reads; the last layer's FFN, "
-                             "the final norm and the output projection then run on one row), or "
-                             "auto: the last token's where the circuit declares output_rows")
+                             "only (what generation after a prompt reads; the ops after the "
+                             "circuit's output_rows node then run on one row), or auto: the last "
+                             "token's where the circuit declares output_rows")
     parser.add_argument("--expand-layers", action="store_true",
                         help="build every layer's ops into its phase instead of one function per "
                              "distinct layer called once per layer (keep-checkpoints needs it)")

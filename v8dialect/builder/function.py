@@ -414,13 +414,15 @@ class FunctionBuilder:
                              "cannot return the last token's logits only")
 
     def check_one_row(self, values: dict[str, SSAValue]) -> None:
-        """With the last token's rows selected, the epilogue reads one row of each input."""
+        """With the last token's rows selected, the epilogue reads one row of each input it
+        takes from the layers."""
+        assigned: set[str] = set()
         for op in self.circuit.epilogue:
             for name in op.inputs:
-                if name in values and dims_of(values[name])[0] != 1:
+                if name not in assigned and dims_of(values[name])[0] != 1:
                     raise BuildError(self.where(op), f"'{name}' still has one row per token "
                                      "after the circuit's output_rows selection")
-            values = {k: v for k, v in values.items() if k != op.output}
+            assigned.add(op.output)
 
     def build_layers(self, values: dict[str, SSAValue]) -> list[FuncOp]:
         """The layers, as calls of layer functions (returned) or expanded into the phase."""

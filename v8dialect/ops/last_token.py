@@ -1,9 +1,10 @@
 """The last token's row of a per-token activation: a view, no arithmetic, no contract.
 
 A decoder's prefill that is asked for the last position's logits only (what generation needs
-after a prompt) reads the epilogue's inputs through this op, so the final norm and the output
-projection run on one row instead of every prompt token's.  Each of those ops computes a row
-from that row alone, so the row is the same bits as the last row of the every-token result.
+after a prompt) passes the values its circuit's output_rows names through this op, right after
+that node, so every op after it runs on one row.  That is where llama.cpp's graph keeps the
+rows a call returns; the ops after it then have a one-row call's arithmetic (a GEMV, not a
+GEMM row), which is why the point is the circuit's to state and not the epilogue's.
 """
 
 from __future__ import annotations

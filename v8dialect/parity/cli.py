@@ -66,8 +66,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         "token embedding rows (a token batch gives every stream one position)")
     p.add_argument("--prefill-logits", choices=("all", "last"), default="all",
                    help="compare every prompt position's logits, or each prefill call's last "
-                        "(both engines then compute that row alone from the last layer's "
-                        "attention output on, as llama.cpp does for generation)")
+                        "(both engines then compute that row alone from the circuit's "
+                        "output_rows node on, as llama.cpp does for generation)")
     p.add_argument("--no-locate", action="store_true", help="skip naming the first differing op")
     p.add_argument("--json", type=Path, help="also write the results as JSON")
     return p.parse_args(argv)

@@ -275,8 +275,8 @@ class LlamaCppSession:
 
     def eval(self, tokens: Sequence[int], last_only: bool = False) -> np.ndarray[Any, Any]:
         """Evaluate tokens at the next positions; returns [len(tokens), vocab] logits, or with
-        `last_only` the last token's [1, vocab] (llama.cpp then keeps only that row from the
-        last layer's attention output on)."""
+        `last_only` the last token's [1, vocab] (llama.cpp's graph then keeps only that row
+        from its model's output-row selection on)."""
         lib = self.lib
         n = len(tokens)
         if n > self.config.n_ubatch:

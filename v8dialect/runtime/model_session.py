@@ -33,6 +33,7 @@ from xdsl.ir import Attribute
 from v8dialect.ir.graph_op import LAYOUT_ATTR
 from v8dialect.ir.ledger import read_ledger
 from v8dialect.ir.structure import entry_points
+from v8dialect.ops.last_token import LastTokenOp
 from v8dialect.runtime.host import restrict_to_build
 from v8dialect.runtime.program import BoundPhase, Program, build
 
@@ -206,6 +207,7 @@ class BuiltProgram:
     checkpoint_names: Mapping[str, list[str]]
     resolutions: Mapping[str, tuple[str, str]]
     weight_rows: Mapping[str, list[WeightRow]]
+    last_token_prefill: bool  # the prefill returns its last token's logits only (one row)
 
 
 def build_program(source: ModelSource, prefill_tokens: int) -> BuiltProgram:
@@ -220,13 +222,14 @@ def build_program(source: ModelSource, prefill_tokens: int) -> BuiltProgram:
                          prefill_logits=source.prefill_logits)
     functions = entry_points(module)
     rows = {fn.sym_name.data: weight_args(fn) for fn in functions}
+    last_token = any(isinstance(op, LastTokenOp) for op in module.walk())  # before lowering
     if source.checkpoints:
         PassPipeline((KeepCheckpoints(),)).apply(context(), module)
     names = {fn.sym_name.data: checkpoint_names(fn) for fn in functions}
     program = build(module, name=source.name + ("_checkpoints" if source.checkpoints else ""))
     ledger = read_ledger(module) or {}
     resolutions = {key: (r.word("kernel"), r.word("contract")) for key, r in ledger.items()}
-    return BuiltProgram(program, names, resolutions, rows)
+    return BuiltProgram(program, names, resolutions, rows, last_token)
 
 
 @dataclass
@@ -250,9 +253,9 @@ class ModelSession:
     def open(cls, model: Path, circuit: str, *, prefill_tokens: int, kv_capacity: int | None = None,
              checkpoints: bool = False, overrides: Sequence[str] = (),
              name: str = "v8_model", prefill_logits: str = "all") -> ModelSession:
-        """prefill_logits="last": prefill returns the prompt's last logits row only (the last
-        layer's FFN, the final norm and the output projection run on that row), as generation
-        after a prompt needs; "auto": so where the circuit declares output_rows."""
+        """prefill_logits="last": prefill returns the prompt's last logits row only (the ops
+        after the circuit's output_rows node run on that row), as generation after a prompt
+        needs; "auto": so where the circuit declares output_rows."""
         source = ModelSource(model, circuit, kv_capacity, tuple(overrides), checkpoints, name,
                              prefill_logits)
         first = build_program(source, prefill_tokens)
@@ -368,16 +371,11 @@ class ModelSession:
             hit = self.bound_phases[key] = built.program.bind(phase, **self.state, **self.weights[phase])
         return hit
 
-    @cached_property
+    @property
     def last_token_prefill(self) -> bool:
         """Whether prefill returns the last token's logits only (the programs are all built
-        alike; the built prefill's result is one row whatever its token count)."""
-        from v8dialect.builder.build import last_token_only
-        from v8dialect.data.circuits import load_circuit
-        from v8dialect.data.contracts import load_registry
-
-        return last_token_only(load_circuit(self.source.circuit, load_registry(None)),
-                               self.source.prefill_logits)
+        from one source, so the first one answers for all)."""
+        return next(iter(self.programs.values())).last_token_prefill
 
     @cached_property
     def cache_positions(self) -> int:
