@@ -34,11 +34,12 @@ def lib() -> Any:
     return build_lib(with_online=True)
 
 
-def case(n_q: int, past: int, d: int, kv_len: int | None = None) -> Any:
+def case(n_q: int, past: int, d: int, kv_len: int | None = None, heads: tuple[int, int] = (4, 2)
+         ) -> Any:
     kv = kv_len if kv_len is not None else past + n_q
     room = -(-kv // 256) * 256 - kv + 7  # llama.cpp's cache always covers the padded extent
-    return make_case(7 * n_q + past + d + kv, n_q, kv - n_q if kv_len else past, 4, 2, d,
-                     extra_cap=room, kv_len=kv)
+    return make_case(7 * n_q + past + d + kv + heads[0], n_q, kv - n_q if kv_len else past,
+                     *heads, d, extra_cap=room, kv_len=kv)
 
 
 def ggml_or_unresolved(evidence: Callable[..., Any], contract: str, provider: str) -> Any:
@@ -102,6 +103,54 @@ def test_split_kv_decode_vs_llamacpp(evidence: Callable[..., Any]) -> None:
              backend="ggml_flash_attn_ext split-KV decode of llama-cpp-python 0.3.36, threads = workers",
              differing_elements={k: v for k, v in figures.items() if v}, cases=len(figures))
     assert ok, {k: v for k, v in figures.items() if v}
+
+
+# (H, Hkv, D): query heads per KV head 1, 3, 4 (one group), 6 and 8 (two groups of 3 and 4)
+# at D 128, and 1, 2 (one group) and 4 (two of 2) at D 256, where AVX512-FP16 CPUs run the
+# heads of a KV head together; D 80 runs head by head everywhere
+GROUPED_HEADS = [(4, 4, 128), (6, 2, 128), (8, 2, 128), (12, 2, 128), (16, 2, 128),
+                 (3, 3, 256), (2, 1, 256), (8, 2, 256), (6, 2, 80)]
+
+
+@pytest.mark.parametrize("shape", GROUPED_HEADS, ids=lambda s: "h%d_%d_d%d" % s)
+def test_head_groups_vs_oracle_and_llamacpp(shape: tuple[int, int, int],
+                                            evidence: Callable[..., Any]) -> None:
+    """Decode (single range, and split-KV at 2 workers) and a 5-row prefill over head shapes
+    whose heads run in groups: production, threadpool and ggml against the oracle."""
+    h, hkv, d = shape
+    g = ggml_or_unresolved(evidence, SPLIT, "attn_online_split_f16kv")
+    split = Runner(lib(), "v8_attn_online_split", SPLIT)
+    auto = Runner(lib(), "v8_attn_auto", AUTO)
+    pool = lib().lib.v8_threadpool_create(2)
+    bad: dict[str, tuple[int, int, int]] = {}
+    try:
+        for kv in (37, 300, 1058):
+            c = case(1, 0, d, kv_len=kv, heads=(h, hkv))
+            ref = np.zeros_like(c.q)
+            args, keep = split._args(c, ref, 2)
+            assert lib().lib.v8_attn_online_split_ref_workers(2, *args) == V8_OK
+            del keep
+            one = split.run("ref", c)[1]
+            figures = (mismatch(split.run("prod", c)[1], one)[0],
+                       mismatch(split.run("pool", c, 2, pool)[1], ref)[0],
+                       mismatch(ref, reference(g, c, 2))[0])
+            if any(figures):
+                bad[f"decode kv{kv}"] = figures
+        c = case(5, 300, d, heads=(h, hkv))
+        if g.build == "avx512":  # the composite is the AVX-512 build's (see above)
+            ref = auto.run("ref", c)[1]
+            figures = (mismatch(auto.run("prod", c)[1], ref)[0],
+                       mismatch(auto.run("pool", c, 2, pool)[1], ref)[0],
+                       mismatch(ref, reference(g, c, 1))[0])
+            if any(figures):
+                bad["prefill q5 past300"] = figures
+    finally:
+        lib().lib.v8_threadpool_destroy(pool)
+    evidence(Rung.EXTERNAL, not bad, contract=SPLIT, provider="attn_online_split_f16kv",
+             backend="ggml_flash_attn_ext of llama-cpp-python 0.3.36, threads = workers",
+             shape=dict(H=h, Hkv=hkv, D=d), tree=int(lib().lib.v8_attn_online_fp32_dot_tree()),
+             differing_elements={k: list(v) for k, v in bad.items()})
+    assert not bad, "(production, threadpool, ggml) differing elements: %s" % bad
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 4, 8])
