@@ -112,7 +112,7 @@ GROUPED_HEADS = [(4, 4, 128), (6, 2, 128), (8, 2, 128), (12, 2, 128), (16, 2, 12
                  (3, 3, 256), (2, 1, 256), (8, 2, 256), (6, 2, 80)]
 
 
-@pytest.mark.parametrize("shape", GROUPED_HEADS, ids=lambda s: "h%d_%d_d%d" % s)
+@pytest.mark.parametrize("shape", GROUPED_HEADS, ids=lambda s: f"h{s[0]}_{s[1]}_d{s[2]}")
 def test_head_groups_vs_oracle_and_llamacpp(shape: tuple[int, int, int],
                                             evidence: Callable[..., Any]) -> None:
     """Decode (single range, and split-KV at 2 workers) and a 5-row prefill over head shapes
@@ -150,7 +150,7 @@ def test_head_groups_vs_oracle_and_llamacpp(shape: tuple[int, int, int],
              backend="ggml_flash_attn_ext of llama-cpp-python 0.3.36, threads = workers",
              shape=dict(H=h, Hkv=hkv, D=d), tree=int(lib().lib.v8_attn_online_fp32_dot_tree()),
              differing_elements={k: list(v) for k, v in bad.items()})
-    assert not bad, "(production, threadpool, ggml) differing elements: %s" % bad
+    assert not bad, f"(production, threadpool, ggml) differing elements: {bad}"
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 4, 8])

@@ -123,3 +123,53 @@ def test_rope_fused_production_and_threadpool(ops: ModuleType, pools: dict[int, 
     evidence(Rung.PRODUCTION, not bad, contract=CONTRACTS[mode], provider=provider, failures=bad)
     evidence(Rung.THREADPOOL, not bad, contract=CONTRACTS[mode], provider=provider, workers=list(pools))
     assert not bad, bad
+
+
+def test_angle_tables_follow_every_key(ops: ModuleType, evidence: Callable[..., Any]) -> None:
+    """Production keeps one token's angle tables per thread for the next call (a decode step's
+    layers share a position): one-token calls in a row that share the position and differ in
+    one other input each (base, rotated pairs, sections, one stream's position, interleaving),
+    then the same call again, and a head longer than the kept tables, each equal to the
+    oracle."""
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((1, 2, 128)) * 4).astype(np.float32)
+    pos = np.array([77], np.int32)
+    pos4 = np.array([[77], [78], [77], [0]], np.int32)
+    other_h = np.array([[77], [79], [77], [0]], np.int32)
+    # base^(-2/n_rot) is the same angle step at 64 pairs / base 1e8 as at 32 / 1e4
+    calls = [("neox", x, pos, 128, 1e6, None), ("neox", x, pos, 128, 1e4, None),
+             ("neox", x, pos, 64, 1e4, None), ("neox", x, pos, 128, 1e8, None),
+             ("normal", x, pos, 64, 1e4, None),
+             ("imrope", x, pos4, 128, 1e4, (24, 20, 20, 0)),
+             ("imrope", x, pos4, 128, 1e4, (20, 24, 20, 0)),
+             ("imrope", x, other_h, 128, 1e4, (20, 24, 20, 0)),
+             ("mrope", x, other_h, 128, 1e4, (20, 24, 20, 0)),
+             ("neox", x, pos, 128, 1e6, None), ("neox", x, pos, 128, 1e6, None),
+             ("neox", (rng.standard_normal((1, 1, 520))).astype(np.float32), pos, 520, 1e4, None)]
+    bad = []
+    for i, (mode, xi, p, n_rot, base, sections) in enumerate(calls):
+        if mode == "mrope":
+            selector, fn = "V8_MROPE_FP32_ITERATIVE_THETA_SECTIONS", "v8_mrope_f32"
+            got, ref = (mrope_call(ops, fn + suffix, selector, xi, p, n_rot, base, sections)
+                        for suffix in ("", "_ref"))
+        else:
+            got = run(ops, mode, SELECTORS[mode], "", xi, p, n_rot, base, sections)
+            ref = run(ops, mode, SELECTORS[mode], "_ref", xi, p, n_rot, base, sections)
+        if differ(got, ref):
+            bad.append(f"call {i}: {mode} rot={n_rot} base={base} sections={sections}")
+    evidence(Rung.PRODUCTION, not bad, contract=CONTRACTS["neox"], provider="rope_fp32",
+             calls=len(calls), failures=bad)
+    assert not bad, bad
+
+
+def mrope_call(ops: ModuleType, fn: str, selector: str, x: np.ndarray, pos4: np.ndarray, n_rot: int,
+               base: float, sections: tuple[int, ...]) -> np.ndarray:
+    ffi, lib = ops.ffi, ops.lib
+    t, h, d = x.shape
+    y = np.zeros_like(x)
+    st = getattr(lib, fn)(getattr(lib, selector), ffi.cast("float *", ffi.from_buffer(y)),
+                          ffi.cast("float *", ffi.from_buffer(x)),
+                          ffi.cast("int32_t *", ffi.from_buffer(pos4)), t, h, d, n_rot, base,
+                          ffi.new("int32_t[4]", list(sections)))
+    assert st == V8_OK, st
+    return y
