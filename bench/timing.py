@@ -9,8 +9,8 @@ goes first alternates too, so drifting load on a shared host hits both alike.
 A settled call measures a kernel as the first op after idle sees it: on virtual CPUs a
 sleeping worker takes tens to hundreds of microseconds to wake, which dominates short
 multi-threaded calls.  Inside a model the ops run back to back with the workers awake, so
-`warm_alternating` also times bursts: after a longer settle (WARM_SETTLE_S), one untimed
-call wakes the side's workers, then BURST calls run back to back and each counts as the
+`warm_alternating` also times bursts: after a longer settle (WARM_SETTLE_S), untimed calls
+for WAKE_S wake the side's workers, then BURST calls run back to back and each counts as the
 burst's mean.
 """
 
@@ -26,6 +26,11 @@ BURST = 8
 # its cores with them (AMD EPYC, 2 threads, decode attention KV1058: v8's warm burst took
 # 1.27 ms per call after 20 ms, 0.66 ms after 300 ms).
 WARM_SETTLE_S = 0.3
+# Waking a worker that slept: on virtual CPUs the helper's vCPU can take milliseconds to run
+# again (Intel Xeon under KVM, 2 vCPUs: 1.5-4.4 ms in some minutes, 10-240 us in others),
+# so one waking call of a sub-millisecond kernel left the timed burst without its helper
+# (2 threads, decode attention KV1058: 0.60 ms per call against 0.22 back to back).
+WAKE_S = 0.01
 
 
 def settled(fn: Callable[[], object]) -> float:
@@ -61,9 +66,13 @@ def alternating(a: Callable[[], object], b: Callable[[], object],
 
 
 def warm_call(fn: Callable[[], object], burst: int = BURST) -> float:
-    """Mean wall seconds of `burst` back-to-back calls of fn, after a settle and one waking call."""
+    """Mean wall seconds of `burst` back-to-back calls of fn, after a settle and WAKE_S of
+    waking calls (at least one)."""
     time.sleep(WARM_SETTLE_S)
+    wake_until = time.perf_counter() + WAKE_S
     fn()
+    while time.perf_counter() < wake_until:
+        fn()
     t0 = time.perf_counter()
     for _ in range(burst):
         fn()
