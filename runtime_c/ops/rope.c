@@ -226,12 +226,15 @@ static void rotate_heads(const rope_args *a, float *y, const float *x, int64_t i
 /* The cos and sin of pairs [i0, i0 + np)'s angles, theta holding pair i0's starting angles
  * and left at pair i0 + np's (ggml's iteration: each angle the previous one times
  * theta_scale, rounded). */
-static void angle_tables(const rope_args *a, int64_t i0, int64_t np, float theta[4], float *c,
-                         float *s) {
+static void angle_tables(const rope_args *a, int64_t i0, int64_t np, float theta[4],
+                         float *restrict c, float *restrict s) {
     for (int64_t i = 0; i < np; ++i) {
-        const int stream = stream_of(a, i0 + i);
-        c[i] = cosf(theta[stream]);
-        s[i] = sinf(theta[stream]);
+        /* one load of the angle, so the two calls are seen to share it and become one
+         * sincosf (a store to c may not be assumed to leave theta alone otherwise:
+         * separate cosf and sinf took 40% longer over a small model's prefill) */
+        const float angle = theta[stream_of(a, i0 + i)];
+        c[i] = cosf(angle);
+        s[i] = sinf(angle);
         for (int k = 0; k < 4; ++k) {
             theta[k] *= a->theta_scale;
         }
