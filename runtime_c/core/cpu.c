@@ -2,6 +2,10 @@
  * same binary picks AVX-512, AVX2 or scalar paths on the machine it runs on. */
 #include "v8_runtime.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 static unsigned detected_features = 0;
 static int detected = 0;
 static unsigned restriction = ~0u;
@@ -35,6 +39,40 @@ unsigned v8_cpu_features(void) {
 }
 
 void v8_cpu_restrict(unsigned mask) { __atomic_store_n(&restriction, mask, __ATOMIC_RELAXED); }
+
+/* XGETBV with ECX = 1 (XINUSE) exists where CPUID leaf 0xD sub-leaf 1 sets EAX bit 2, and
+ * XGETBV itself where the OS enabled XSAVE (CPUID leaf 1, ECX bit 27). */
+static int xinuse_readable(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) {
+        return 0;
+    }
+    return __get_cpuid_count(0xD, 1, &a, &b, &c, &d) && (a & (1u << 2));
+#else
+    return 0;
+#endif
+}
+
+int v8_cpu_upper_state_dirty(void) {
+    static int readable = -1; /* the probe is idempotent: a race only repeats it */
+    int known = __atomic_load_n(&readable, __ATOMIC_RELAXED);
+    if (known < 0) {
+        known = xinuse_readable();
+        __atomic_store_n(&readable, known, __ATOMIC_RELAXED);
+    }
+    if (!known) {
+        return -1;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
+    (void)hi;
+    return (lo & ((1u << 2) | (1u << 6))) != 0; /* YMM_Hi128, ZMM_Hi256 */
+#else
+    return -1;
+#endif
+}
 
 v8_isa v8_cpu_best_isa(void) {
     unsigned f = v8_cpu_features();

@@ -262,7 +262,9 @@ static inline float v8_hsum_halves_avx512(__m512 x) {
 #define v8f_scalef(j, n) v8_scalef_avx2((j), (n))
 #define v8f_hsum_halves(x) v8_hsum_halves_avx2(x)
 #define v8f_hsum_pairs(x) v8_hsum_pairs_avx2(x)
-#define v8_simd_clean() ((void)0) /* the compiler's vzeroupper suffices */
+/* GCC places its own vzeroupper before most returns and calls, but not all: GCC 12 left it out
+ * before a tail call into baseline code and around a tiled GEMM's call of its baseline store */
+#define v8_simd_clean() _mm256_zeroupper()
 #ifndef V8_SIMD_AVX2_DEFS
 #define V8_SIMD_AVX2_DEFS
 static inline __m256i v8_part_mask_avx2(int n) {

@@ -60,6 +60,37 @@ typedef struct {
 /* The pool whose job this thread is working on, if any. */
 static _Thread_local const v8_threadpool *inside_job;
 
+/* The vector-state audit (v8_runtime.h): off, one relaxed load per task costs nothing. */
+static int audit_on;
+static uintptr_t audit_fn;   /* the first finding's task function, 0 while none */
+static int audit_at_start;
+
+static void audit(v8_task_fn fn, int at_job_start) {
+    if (!__atomic_load_n(&audit_on, __ATOMIC_RELAXED) || v8_cpu_upper_state_dirty() != 1) {
+        return;
+    }
+    uintptr_t none = 0;
+    if (__atomic_compare_exchange_n(&audit_fn, &none, (uintptr_t)fn, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED)) {
+        __atomic_store_n(&audit_at_start, at_job_start, __ATOMIC_RELEASE);
+    }
+}
+
+void v8_threadpool_audit_upper(int on) {
+    if (on) { /* a new audit: forget the last one's finding */
+        __atomic_store_n(&audit_fn, 0, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&audit_on, on, __ATOMIC_RELEASE);
+}
+
+uintptr_t v8_threadpool_audit_finding(int *at_job_start) {
+    const uintptr_t fn = __atomic_load_n(&audit_fn, __ATOMIC_ACQUIRE);
+    if (at_job_start != NULL) {
+        *at_job_start = fn != 0 && __atomic_load_n(&audit_at_start, __ATOMIC_ACQUIRE);
+    }
+    return fn;
+}
+
 static void run_tasks(v8_threadpool *pool, int worker) {
     const v8_threadpool *outer = inside_job;
     inside_job = pool;
@@ -71,6 +102,7 @@ static void run_tasks(v8_threadpool *pool, int worker) {
                 break;
             }
             pool->fn(pool->ctx, t, worker);
+            audit(pool->fn, 0);
         }
     }
     inside_job = outer;
@@ -209,6 +241,7 @@ v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, v
         return V8_OK;
     }
     V8_REQUIRE(inside_job != pool, V8_ERR_BAD_THREADING);
+    audit(fn, 1);
     pthread_mutex_lock(&pool->dispatch);
     if (n_tasks == 1 || pool->n_workers == 1) {
         /* nothing to share: the caller runs the job as worker 0 without a round trip
@@ -219,6 +252,7 @@ v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, v
         inside_job = pool;
         for (int64_t t = 0; t < n_tasks; ++t) {
             fn(ctx, t, 0);
+            audit(fn, 0);
         }
         inside_job = outer;
         pthread_mutex_unlock(&pool->dispatch);

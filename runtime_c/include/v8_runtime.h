@@ -92,6 +92,12 @@ typedef enum v8_isa {
 
 v8_isa v8_cpu_best_isa(void);
 
+/* Whether this thread's vector registers have their upper halves in use (ymm/zmm 0-15 beyond
+ * bit 127, XINUSE components 2 and 6): 1 in use, 0 clear, -1 where the CPU cannot say.  On
+ * Intel cores legacy-SSE instructions (libm, baseline C, the interpreter) run far slower until
+ * a vzeroupper clears them, so every vector kernel clears them before baseline code runs. */
+int v8_cpu_upper_state_dirty(void);
+
 /* ---- threadpool -------------------------------------------------------- */
 
 /* A persistent pool of n_workers threads; the calling thread counts as
@@ -116,6 +122,14 @@ int v8_threadpool_workers(const v8_threadpool *pool);
  * A worker still asleep when every task has been claimed sits the job out:
  * the call returns once the workers that joined have finished. */
 v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, void *ctx);
+
+/* The vector-state audit (process-wide, off by default): while on, v8_parallel_for checks
+ * v8_cpu_upper_state_dirty() when a job starts and after every task, and keeps the first
+ * finding: the task function, and whether the job started in that state (the code before it
+ * left the registers in use) or the task itself did.  v8_threadpool_audit_upper(1) also forgets
+ * the last finding; v8_threadpool_audit_finding returns 0 while there is none. */
+void v8_threadpool_audit_upper(int on);
+uintptr_t v8_threadpool_audit_finding(int *at_job_start);
 
 #ifdef __cplusplus
 }

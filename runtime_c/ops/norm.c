@@ -167,6 +167,7 @@ __attribute__((target("avx2"))) static void scale_row_avx2(float *y, const float
         const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), s);
         _mm256_storeu_ps(y + i, _mm256_mul_ps(v, _mm256_loadu_ps(w + i)));
     }
+    _mm256_zeroupper(); /* GCC 12 omits it before this tail call into baseline code */
     scale_row(y + i, x + i, w + i, n - i, scale);
 }
 #endif

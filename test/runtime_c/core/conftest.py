@@ -103,6 +103,45 @@ int probe_negative(v8_threadpool *pool) {
     int32_t bad = 0;
     return probe_run(pool, -1, counts, per_worker, 0, &bad);
 }
+
+/* The vector-state audit: a 256-bit write puts the ymm upper halves in use, vzeroupper clears
+ * them (AVX hosts only: the caller checks v8_cpu_features first). */
+static void put_upper_in_use(void) { __asm__ volatile("vpcmpeqd %%ymm1, %%ymm1, %%ymm1" ::: "xmm1"); }
+static void clear_upper(void) { __asm__ volatile("vzeroupper" ::: "memory"); }
+
+void probe_upper_in_use(int in_use) {
+    if (in_use) {
+        put_upper_in_use();
+    } else {
+        clear_upper();
+    }
+}
+
+static void clean_task(void *ctx, int64_t task, int worker) { (void)ctx, (void)task, (void)worker; }
+static void dirty_task(void *ctx, int64_t task, int worker) {
+    (void)ctx, (void)worker;
+    if (task == 2) {
+        put_upper_in_use();
+    }
+}
+
+uintptr_t probe_task_address(int dirty) {
+    return dirty ? (uintptr_t)dirty_task : (uintptr_t)clean_task;
+}
+
+/* One audited job of 4 tasks: dirty_start leaves the state in use before it, dirty_task has
+ * task 2 leave it so.  Returns the finding; the state is clear again afterwards. */
+uintptr_t probe_audited_job(v8_threadpool *pool, int dirty_start, int dirty_task_too,
+                            int *at_job_start, int *status) {
+    v8_threadpool_audit_upper(1);
+    if (dirty_start) {
+        put_upper_in_use();
+    }
+    *status = (int)v8_parallel_for(pool, 4, dirty_task_too ? dirty_task : clean_task, NULL);
+    v8_threadpool_audit_upper(0);
+    clear_upper();
+    return v8_threadpool_audit_finding(at_job_start);
+}
 """
 
 PROBE_CDEF = """
@@ -116,6 +155,10 @@ void probe_scalar_f16_to_f32(const uint16_t *src, uint32_t *dst, size_t n);
 void probe_scalar_f32_to_bf16(const uint32_t *src, uint16_t *dst, size_t n);
 void probe_scalar_bf16_to_f32(const uint16_t *src, uint32_t *dst, size_t n);
 int probe_negative(v8_threadpool *pool);
+void probe_upper_in_use(int in_use);
+uintptr_t probe_task_address(int dirty);
+uintptr_t probe_audited_job(v8_threadpool *pool, int dirty_start, int dirty_task_too,
+                            int *at_job_start, int *status);
 """
 
 

@@ -257,3 +257,42 @@ def test_parallel_for_argument_checks(core: ModuleType) -> None:
         assert status == V8_OK and bad == 0 and np.all(counts == 1)
     finally:
         lib.v8_threadpool_destroy(pool)
+
+
+def upper_state_readable(core: ModuleType) -> bool:
+    return core.lib.v8_cpu_upper_state_dirty() >= 0 and bool(core.lib.v8_cpu_features() & AVX2_SET)
+
+
+def test_upper_state_follows_the_registers(core: ModuleType) -> None:
+    if not upper_state_readable(core):
+        pytest.skip("no XGETBV with ECX = 1 or no AVX on this CPU")
+    lib = core.lib
+    lib.probe_upper_in_use(1)
+    in_use = lib.v8_cpu_upper_state_dirty()
+    lib.probe_upper_in_use(0)
+    assert (in_use, lib.v8_cpu_upper_state_dirty()) == (1, 0)
+
+
+@pytest.mark.parametrize("workers", (1, 2))
+@pytest.mark.parametrize(("dirty_start", "dirty_task", "expect"), [
+    (0, 0, None),          # nothing in use: no finding
+    (0, 1, (1, 0)),        # task 2 leaves the halves in use: the dirty task, after a task
+    (1, 0, (0, 1)),        # the code before the job did: the job's task, at its start
+])
+def test_audit_names_the_task_and_the_moment(core: ModuleType, workers: int, dirty_start: int,
+                                             dirty_task: int, expect: tuple[int, int] | None) -> None:
+    if not upper_state_readable(core):
+        pytest.skip("no XGETBV with ECX = 1 or no AVX on this CPU")
+    lib, ffi = core.lib, core.ffi
+    pool = lib.v8_threadpool_create(workers)  # fresh: a helper left in use stays so
+    try:
+        at_start, status = ffi.new("int *"), ffi.new("int *")
+        fn = lib.probe_audited_job(pool, dirty_start, dirty_task, at_start, status)
+        assert status[0] == V8_OK
+        if expect is None:
+            assert fn == 0
+        else:
+            task_is_dirty, job_start = expect
+            assert (fn, at_start[0]) == (lib.probe_task_address(task_is_dirty), job_start)
+    finally:
+        lib.v8_threadpool_destroy(pool)
