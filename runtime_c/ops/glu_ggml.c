@@ -161,7 +161,8 @@ static void swiglu_rows(float *y, const float *g, const float *u, int64_t r0, in
 
 /* ---- GeGLU through the fp16 table ----------------------------------------------- */
 
-static uint16_t gelu_table[1 << 16];
+/* one entry of padding: the AVX2 rows gather 32 bits at entry i, i = 65535 included */
+static uint16_t gelu_table[(1 << 16) + 1];
 static pthread_once_t gelu_table_once = PTHREAD_ONCE_INIT;
 
 /* Every fp16 bit pattern's gelu, computed in fp32 as ggml builds its table (the inner
@@ -185,10 +186,47 @@ static float geglu_one(float g, float u) {
     return v8_f16_to_f32(gelu_table[v8_f32_to_f16(g)]) * u;
 }
 
-static void geglu_rows(float *y, const float *g, const float *u, int64_t r0, int64_t r1, int64_t n) {
-    for (int64_t i = r0 * n; i < r1 * n; ++i) {
+static void geglu_span(float *y, const float *g, const float *u, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
         y[i] = geglu_one(g[i], u[i]);
     }
+}
+
+#ifdef V8_GLU_X86
+/* geglu_one eight lanes at a time: F16C's conversions round and widen as v8_f32_to_f16 and
+ * v8_f16_to_f32 do (NaN kept quiet with its top payload bits), a gather reads the table,
+ * and the clamps are the same compares. */
+__attribute__((target("avx2,f16c"))) static void geglu_span_avx2(float *y, const float *g,
+                                                                 const float *u, int64_t i0,
+                                                                 int64_t i1) {
+    const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
+    const __m256i low16 = _mm256_set1_epi32(0xffff);
+    int64_t i = i0;
+    for (; i + 8 <= i1; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i), up = _mm256_loadu_ps(u + i);
+        const __m256i idx = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+        const __m256i raw = _mm256_and_si256(
+            _mm256_i32gather_epi32((const int *)(const void *)gelu_table, idx, 2), low16);
+        const __m128i bits = _mm_packus_epi32(_mm256_castsi256_si128(raw),
+                                              _mm256_extracti128_si256(raw, 1));
+        const __m256 tabled = _mm256_mul_ps(_mm256_cvtph_ps(bits), up);
+        const __m256 out = _mm256_blendv_ps(tabled, _mm256_mul_ps(x, up),
+                                            _mm256_cmp_ps(x, hi, _CMP_GE_OQ));
+        _mm256_storeu_ps(y + i, _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LE_OQ), out));
+    }
+    _mm256_zeroupper(); /* geglu_span is baseline code */
+    geglu_span(y, g, u, i, i1);
+}
+#endif
+
+static void geglu_rows(float *y, const float *g, const float *u, int64_t r0, int64_t r1, int64_t n) {
+#ifdef V8_GLU_X86
+    if (v8_cpu_best_isa() != V8_ISA_SCALAR) {
+        geglu_span_avx2(y, g, u, r0 * n, r1 * n);
+        return;
+    }
+#endif
+    geglu_span(y, g, u, r0 * n, r1 * n);
 }
 
 /* ---- public functions ---------------------------------------------------------- */
