@@ -182,6 +182,68 @@ static inline __attribute__((target("avx2,fma"))) float ggml_dot_avx2(const gdng
     return b->lanes == 16 ? dot_lanes_avx2(b, 8, x, y, n) : dot_lanes_avx2(b, 4, x, y, n);
 }
 
+/* ggml_dot of the eight rows x + r * stride (r = 0..7) against y, lane r carrying row r through
+ * exactly ggml_dot's sequence (accumulator lanes, halvings, fold, tail), each row's elements
+ * gathered column by column.  The state's rows are independent, so eight dots run at once
+ * instead of one chain after another: a short head's dot (d < 4w) is all tail, one
+ * latency-bound add per element. */
+static inline __attribute__((target("avx2,fma"), always_inline)) __m256
+dot_rows8_avx2(const gdng_build *b, const float *x, int64_t stride, const float *y, int64_t n) {
+    const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                            _mm256_set1_epi32((int)stride));
+    const int w = b->lanes, step = 4 * w;
+    const int64_t np = n - n % step;
+    __m256 acc[64];
+    for (int l = 0; l < step; ++l) {
+        acc[l] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < np; i += step) {
+        for (int l = 0; l < step; ++l) {
+            acc[l] = _mm256_fmadd_ps(_mm256_i32gather_ps(x + i + l, rows, 4),
+                                     _mm256_set1_ps(y[i + l]), acc[l]);
+        }
+    }
+    __m256 v[16];
+    for (int l = 0; l < w; ++l) {
+        const __m256 a02 = _mm256_add_ps(acc[l], acc[l + 2 * w]);
+        const __m256 a13 = _mm256_add_ps(acc[l + w], acc[l + 3 * w]);
+        v[l] = _mm256_add_ps(a02, a13);
+    }
+    for (int h = w / 2; h >= 4; h /= 2) {
+        for (int l = 0; l < h; ++l) {
+            v[l] = _mm256_add_ps(v[l + h], v[l]);
+        }
+    }
+    __m256 sum = b->hadd_fold
+                     ? _mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3]))
+                     : _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3]));
+    const int64_t rounded_end = n - (n - np) % b->tail_block;
+    int64_t i = np;
+    for (; i < rounded_end; ++i) {
+        const __m256 p = _mm256_mul_ps(_mm256_i32gather_ps(x + i, rows, 4), _mm256_set1_ps(y[i]));
+        sum = _mm256_add_ps(sum, p);
+    }
+    for (; i < n; ++i) {
+        sum = _mm256_fmadd_ps(_mm256_i32gather_ps(x + i, rows, 4), _mm256_set1_ps(y[i]), sum);
+    }
+    return sum;
+}
+
+/* out[j] = ggml_dot(S row j, y) for the d rows of a d x d state: eight rows at a time, the
+ * rest one by one. */
+static inline __attribute__((target("avx2,fma"))) void state_dots_avx2(const gdng_build *b,
+                                                                         const float *S,
+                                                                         const float *y, int64_t d,
+                                                                         float *out) {
+    int64_t j = 0;
+    for (; j + 8 <= d; j += 8) {
+        _mm256_storeu_ps(out + j, dot_rows8_avx2(b, S + j * d, d, y, d));
+    }
+    for (; j < d; ++j) {
+        out[j] = ggml_dot_avx2(b, S + j * d, y, d);
+    }
+}
+
 /* row[i] = fmaf(k[i], delta, row[i]) and row[i] = row[i] * decay, eight lanes at a time. */
 static inline __attribute__((target("avx2,fma"))) void axpy_avx2(float *row, const float *k,
                                                                   float delta, int64_t n) {
@@ -284,29 +346,35 @@ static inline __attribute__((always_inline)) void token_head(const gdng_args *a,
     const float scale = 1.0f / sqrtf((float)d);
 
     float *S = a->ssm_state + h * d * d;
-    if (simd) {
+    if (simd) { /* the same steps: row j's dots read row j alone, so all rows' k dots may come
+                 * first, then the updates, then the q dots */
+        float dots[V8_GDN_MAX_HEAD_DIM];
         scale_avx2(S, decay, d * d);
+        state_dots_avx2(a->build, S, k, d, dots);
+        for (int64_t j = 0; j < d; ++j) {
+            const float diff = v[j] - dots[j];
+            const float delta = diff * b;
+            axpy_avx2(S + j * d, k, delta, d);
+        }
+        state_dots_avx2(a->build, S, q, d, dots);
+        for (int64_t j = 0; j < d; ++j) {
+            o[j] = dots[j] * scale;
+        }
     } else {
         for (int64_t e = 0; e < d * d; ++e) {
             S[e] = S[e] * decay;
         }
-    }
-    for (int64_t j = 0; j < d; ++j) {
-        float *row = S + j * d;
-        const float dot = simd ? ggml_dot_avx2(a->build, row, k, d) : ggml_dot(a->build, row, k, d);
-        const float diff = v[j] - dot;
-        const float delta = diff * b;
-        if (simd) {
-            axpy_avx2(row, k, delta, d);
-        } else {
+        for (int64_t j = 0; j < d; ++j) {
+            float *row = S + j * d;
+            const float diff = v[j] - ggml_dot(a->build, row, k, d);
+            const float delta = diff * b;
             for (int64_t i = 0; i < d; ++i) {
                 row[i] = fmaf(k[i], delta, row[i]);
             }
         }
-    }
-    for (int64_t j = 0; j < d; ++j) {
-        const float *row = S + j * d;
-        o[j] = (simd ? ggml_dot_avx2(a->build, row, q, d) : ggml_dot(a->build, row, q, d)) * scale;
+        for (int64_t j = 0; j < d; ++j) {
+            o[j] = ggml_dot(a->build, S + j * d, q, d) * scale;
+        }
     }
 
     const float r = rms_factor(o, d, a->eps);
