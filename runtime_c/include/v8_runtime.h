@@ -94,8 +94,9 @@ v8_isa v8_cpu_best_isa(void);
 
 /* Whether this thread's vector registers have their upper halves in use (ymm/zmm 0-15 beyond
  * bit 127, XINUSE components 2 and 6): 1 in use, 0 clear, -1 where the CPU cannot say.  On
- * Intel cores legacy-SSE instructions (libm, baseline C, the interpreter) run far slower until
- * a vzeroupper clears them, so every vector kernel clears them before baseline code runs. */
+ * Intel cores every switch between legacy-SSE code (baseline C) and VEX code (libm's routines)
+ * then costs tens of nanoseconds until a vzeroupper clears them, so every vector kernel clears
+ * them before baseline code runs. */
 int v8_cpu_upper_state_dirty(void);
 
 /* ---- threadpool -------------------------------------------------------- */

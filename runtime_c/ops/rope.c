@@ -230,8 +230,10 @@ static void angle_tables(const rope_args *a, int64_t i0, int64_t np, float theta
                          float *restrict c, float *restrict s) {
     for (int64_t i = 0; i < np; ++i) {
         /* one load of the angle, so the two calls are seen to share it and become one
-         * sincosf (a store to c may not be assumed to leave theta alone otherwise:
-         * separate cosf and sinf took 40% longer over a small model's prefill) */
+         * sincosf (a store to c may not be assumed to leave theta alone otherwise).  Two
+         * calls cost 40% of a small model's prefill only while kernels left the vector
+         * registers' upper halves in use (each libm call then paid the SSE/VEX switch);
+         * with them clear the two forms time alike. */
         const float angle = theta[stream_of(a, i0 + i)];
         c[i] = cosf(angle);
         s[i] = sinf(angle);

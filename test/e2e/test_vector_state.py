@@ -1,8 +1,8 @@
 """Every family's program leaves the vector registers' upper halves clear for baseline code.
 
-On Intel cores, legacy-SSE instructions (libm's sincosf/tanhf, the baseline parts of the
-runtime, the interpreter between calls) run far slower while a vector kernel has left the
-upper halves of ymm/zmm 0-15 in use: a small model's 64-token prefill took 1.8x as long when
+On Intel cores, while a vector kernel has left the upper halves of ymm/zmm 0-15 in use, every
+switch between legacy-SSE code (the runtime's baseline C) and VEX code (libm's sincosf/tanhf)
+costs about 70 ns: a small model's 64-token prefill took 1.8x as long when
 the printer's AVX-512 residual add and two kernels returned without a vzeroupper.  Results do
 not change, so no parity test sees it.  The threadpool's audit (v8_threadpool_audit_upper)
 checks the state when each job starts (what the program's own code and the previous kernel

@@ -32,9 +32,9 @@ BASE_CFLAGS: tuple[str, ...] = ("-O2", "-std=c11", "-Wall", "-Wextra", "-Werror"
 # GCC keeps IEEE semantics at every level, and the program turns contraction off itself.
 # -fexpensive-optimizations is the part of -O2 that GCC gates vzeroupper on: without it the
 # printer's AVX-512/AVX2 loops (residual add, GLU) return with the vector registers' upper
-# halves in use, and every SSE instruction after them (libm's tanhf, RoPE's angle tables, the
-# interpreter) waits on those halves until some kernel clears them (a small model's 64-token
-# prefill took 1.8x as long on Intel Xeon).
+# halves in use, and until some kernel clears them every switch between legacy-SSE code and VEX
+# code (baseline C calling libm's sincosf or tanhf) costs about 70 ns on Intel Xeon (a small
+# model's 64-token prefill took 1.8x as long).
 PROGRAM_CFLAGS: tuple[str, ...] = ("-O1", "-fexpensive-optimizations", *BASE_CFLAGS[1:])
 
 # The cffi module itself (the bindings and, for a model, the emitted program) gets line tables
