@@ -13,9 +13,10 @@
  * accumulators of ggml_vec_dot_f32 and GCC's vectorized tails), the exp polynomial's form
  * (ops/ggml_vexp.h), the last two levels of the dot's lane fold, and the conv taps (all
  * fused at 16 lanes; at 8 lanes GCC vectorizes the 4 taps into one rounded-product block).
- * The oracle emulates the lanes one at a time; production runs the dot's accumulator lanes and
- * the state's row updates in AVX2 registers where the CPU has AVX2 and FMA, each lane with
- * the oracle's operations, so the bits do not depend on the CPU running this code.
+ * The oracle emulates the lanes one at a time; production runs the dot's accumulator lanes,
+ * the state's row updates, the conv + SiLU of eight channels and the gated output in AVX2
+ * registers where the CPU has AVX2 and FMA (either build's exp form, ops/ggml_vexp.h), each
+ * lane with the oracle's operations, so the bits do not depend on the CPU running this code.
  *
  * The oracle walks tokens in the outer loop; production and threadpool walk value heads
  * (each head owns its state and output columns; the conv window is read from
@@ -291,26 +292,95 @@ static inline float conv_input(const gdng_args *a, int64_t t, int64_t m, int64_t
     return a->qkv[(u - (a->kernel - 1)) * a->channels + c];
 }
 
-/* SSM_CONV then SILU over the row of all channels, for channels [c0, c0 + n) of token t. */
+/* SSM_CONV then SILU of channel c (position c of the row of all channels) at token t. */
+static inline __attribute__((always_inline)) float conv_silu_one(const gdng_args *a, int64_t t,
+                                                                int64_t c) {
+    const float *w = a->conv_w + c * a->kernel;
+    float acc;
+    if (a->build->conv_rounded_taps) {
+        acc = 0.0f;
+        for (int64_t m = 0; m < a->kernel; ++m) {
+            const float p = conv_input(a, t, m, c) * w[m];
+            acc = acc + p;
+        }
+    } else {
+        acc = conv_input(a, t, 0, c) * w[0];
+        for (int64_t m = 1; m < a->kernel; ++m) {
+            acc = fmaf(conv_input(a, t, m, c), w[m], acc);
+        }
+    }
+    return silu_at(a->build, acc, c, a->channels);
+}
+
+/* The same for channels [c0, c0 + n) of token t. */
 static inline __attribute__((always_inline)) void conv_silu(const gdng_args *a, int64_t t, int64_t c0,
                                                            int64_t n, float *out) {
     for (int64_t i = 0; i < n; ++i) {
-        const int64_t c = c0 + i;
-        const float *w = a->conv_w + c * a->kernel;
-        float acc;
+        out[i] = conv_silu_one(a, t, c0 + i);
+    }
+}
+
+/* silu_at of eight lanes inside a row's vector blocks: x / (1 + vexp(0 - x)) in the build's
+ * exp form, each lane the same operations. */
+static inline __attribute__((target("avx2,fma"), always_inline)) __m256
+silu8_avx2(const gdng_build *b, __m256 x) {
+    const __m256 m = _mm256_sub_ps(_mm256_setzero_ps(), x);
+    const __m256 e = b->vexp == vexp_lane_avx512 ? vexp8_avx512_form(m) : vexp8_avx2_form(m);
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+/* conv_silu_one of channels c..c+7, lane l carrying channel c + l through the same taps:
+ * the 4-tap kernel's weights and the conv state's entries gathered across channels, the
+ * inputs past the state one contiguous load. */
+static inline __attribute__((target("avx2,fma"), always_inline)) __m256
+conv_silu8_avx2(const gdng_args *a, int64_t t, int64_t c) {
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i taps = _mm256_slli_epi32(lanes, 2);                     /* kernel == 4 */
+    const __m256i states = _mm256_sub_epi32(taps, lanes);                /* 3 l */
+    __m256 acc = _mm256_setzero_ps();
+    for (int m = 0; m < 4; ++m) {
+        const int64_t u = t + m;
+        const __m256 w = _mm256_i32gather_ps(a->conv_w + c * 4 + m, taps, 4);
+        const __m256 in = u < 3 ? _mm256_i32gather_ps(a->conv_state + c * 3 + u, states, 4)
+                                : _mm256_loadu_ps(a->qkv + (u - 3) * a->channels + c);
         if (a->build->conv_rounded_taps) {
-            acc = 0.0f;
-            for (int64_t m = 0; m < a->kernel; ++m) {
-                const float p = conv_input(a, t, m, c) * w[m];
-                acc = acc + p;
-            }
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(in, w));   /* from +0, as the oracle */
         } else {
-            acc = conv_input(a, t, 0, c) * w[0];
-            for (int64_t m = 1; m < a->kernel; ++m) {
-                acc = fmaf(conv_input(a, t, m, c), w[m], acc);
-            }
+            acc = m == 0 ? _mm256_mul_ps(in, w) : _mm256_fmadd_ps(in, w, acc);
         }
-        out[i] = silu_at(a->build, acc, c, a->channels);
+    }
+    return silu8_avx2(a->build, acc);
+}
+
+/* conv_silu with whole blocks of eight inside the row's vector part in registers. */
+static __attribute__((target("avx2,fma"))) void
+conv_silu_avx2(const gdng_args *a, int64_t t, int64_t c0, int64_t n, float *out) {
+    const int64_t vector_end = a->channels - a->channels % a->build->lanes;
+    int64_t i = 0;
+    for (; i + 8 <= n && c0 + i + 8 <= vector_end; i += 8) {
+        _mm256_storeu_ps(out + i, conv_silu8_avx2(a, t, c0 + i));
+    }
+    for (; i < n; ++i) {
+        out[i] = conv_silu_one(a, t, c0 + i);
+    }
+}
+
+/* The head's output: rms-normed o times norm_w, gated by silu(z) (a row of d), rounded
+ * as the oracle's loop, eight lanes at a time inside the row's vector part. */
+static __attribute__((target("avx2,fma"))) void
+gate_output_avx2(const gdng_build *b, const float *o, float r, const float *norm_w,
+                 const float *zr, int64_t d, float *yr) {
+    const int64_t vector_end = d - d % b->lanes;
+    int64_t j = 0;
+    for (; j + 8 <= vector_end; j += 8) {
+        const __m256 normed = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(o + j), _mm256_set1_ps(r)),
+                                            _mm256_loadu_ps(norm_w + j));
+        _mm256_storeu_ps(yr + j, _mm256_mul_ps(normed, silu8_avx2(b, _mm256_loadu_ps(zr + j))));
+    }
+    for (; j < d; ++j) {
+        const float on = o[j] * r;
+        const float normed = on * norm_w[j];
+        yr[j] = normed * silu_at(b, zr[j], j, d);
     }
 }
 
@@ -332,9 +402,15 @@ static inline __attribute__((always_inline)) void token_head(const gdng_args *a,
     const int64_t d = a->dv; /* = dk */
     const int64_t kh = h % a->n_k_heads;
     const int64_t key_width = a->n_k_heads * d;
-    conv_silu(a, t, kh * d, d, q);
-    conv_silu(a, t, key_width + kh * d, d, k);
-    conv_silu(a, t, 2 * key_width + h * d, d, v);
+    if (simd) {
+        conv_silu_avx2(a, t, kh * d, d, q);
+        conv_silu_avx2(a, t, key_width + kh * d, d, k);
+        conv_silu_avx2(a, t, 2 * key_width + h * d, d, v);
+    } else {
+        conv_silu(a, t, kh * d, d, q);
+        conv_silu(a, t, key_width + kh * d, d, k);
+        conv_silu(a, t, 2 * key_width + h * d, d, v);
+    }
     l2_normalize(q, d, a->eps);
     l2_normalize(k, d, a->eps);
 
@@ -380,6 +456,10 @@ static inline __attribute__((always_inline)) void token_head(const gdng_args *a,
     const float r = rms_factor(o, d, a->eps);
     const float *zr = a->z + t * a->n_v_heads * d + h * d;
     float *yr = a->y + t * a->n_v_heads * d + h * d;
+    if (simd) {
+        gate_output_avx2(a->build, o, r, a->norm_w, zr, d, yr);
+        return;
+    }
     for (int64_t j = 0; j < d; ++j) {
         const float on = o[j] * r;
         const float normed = on * a->norm_w[j];

@@ -95,35 +95,6 @@ __attribute__((target("avx512f,avx512dq"))) static void swiglu_rows_avx512(
     }
 }
 
-__attribute__((target("avx2,fma"))) static __m256 vexp8(__m256 x) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(VEXP_LOG2E), _mm256_set1_ps(VEXP_SHIFT));
-    const __m256 n = _mm256_sub_ps(z, _mm256_set1_ps(VEXP_SHIFT));
-    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(VEXP_LN2_LO),
-                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(VEXP_LN2_HI), x));
-    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
-    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1.0f))));
-    const __m256 absn = _mm256_andnot_ps(sign, n);
-    const __m256 wide = _mm256_cmp_ps(absn, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
-    const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 hi = _mm256_fmadd_ps(_mm256_set1_ps(VEXP_C5), b, _mm256_set1_ps(VEXP_C4));
-    const __m256 mid = _mm256_fmadd_ps(_mm256_set1_ps(VEXP_C3), b, _mm256_set1_ps(VEXP_C2));
-    const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, u, mid), u,
-                                     _mm256_mul_ps(_mm256_set1_ps(VEXP_C1), b));
-    const __m256 plain = _mm256_fmadd_ps(k, j, k);
-    if (!_mm256_movemask_ps(wide)) {
-        return plain;
-    }
-    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
-                                       _mm256_set1_epi32((int)0x82000000u));
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
-    const __m256 huge = _mm256_cmp_ps(absn, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
-    const __m256 split = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
-    const __m256 not_huge = _mm256_blendv_ps(plain, split, wide);
-    return _mm256_blendv_ps(not_huge, _mm256_mul_ps(s1, s1), huge);
-}
-
 __attribute__((target("avx2,fma"))) static void swiglu_rows_avx2(
     float *y, const float *g, const float *u, int64_t r0, int64_t r1, int64_t n) {
     const int64_t full = n - n % 8;
@@ -132,7 +103,7 @@ __attribute__((target("avx2,fma"))) static void swiglu_rows_avx2(
         float *yr = y + r * n;
         for (int64_t i = 0; i < full; i += 8) {
             const __m256 x = _mm256_loadu_ps(gr + i);
-            const __m256 e = vexp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+            const __m256 e = vexp8_avx2_form(_mm256_sub_ps(_mm256_setzero_ps(), x));
             const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
             _mm256_storeu_ps(yr + i, _mm256_mul_ps(silu, _mm256_loadu_ps(ur + i)));
         }

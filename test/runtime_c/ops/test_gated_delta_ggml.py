@@ -535,6 +535,11 @@ def test_production_and_threadpool_match_oracle(ops: ModuleType, pools: dict[int
     per_workers: dict[int, list[dict[str, Any]]] = {w: [] for w in WORKERS}
     for t1, _, hk, hv, d in CASES:
         i = make(rng, min(t1, 9), hk, hv, d, big=(d == 32))
+        if d == 32:  # the output gate's SiLU on a quiet NaN with a payload, infinities and
+            # arguments whose exp saturates or leaves the fp32 range through the 2^n scale
+            specials = np.array([0x7FC01234, 0x7F800000, 0xFF800000], np.uint32).view(F32)
+            i["z"].flat[3:6] = specials
+            i["z"].flat[9:15] = np.array([150, 95, -95, 150, 200, -200], F32)
         _, *want = call(ops, BASE + "_ref", i, selector=build.selector)
         for label, mask in masks.items():
             restricted(mask)
