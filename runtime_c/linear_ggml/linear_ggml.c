@@ -257,12 +257,14 @@ static inline __attribute__((always_inline)) void V8_SIMD_FN(tile)(const lg_args
     }
     const float *w = a->w + n0 * k;
     const float *x = a->x + m0 * k;
+    const size_t ahead = v8_prefetch_rows_offset((size_t)k * sizeof(float), 4); /* a division:
+                                                                         * once, not per step */
     for (int64_t l = 0; l < k; l += 16) {
         __m512 wv[4];
         #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
             if (prefetch) {
-                v8_prefetch_rows_ahead(w + i * k + l, (size_t)k * sizeof(float), 4, 64);
+                v8_prefetch_line((uintptr_t)(w + i * k + l) + ahead);
             }
             wv[i] = _mm512_loadu_ps(w + i * k + l);
         }
@@ -385,9 +387,10 @@ static inline __attribute__((always_inline)) void V8_SIMD_FN(tile)(const lg_args
     lanes16 acc[2][2] = {{{z, z}, {z, z}}, {{z, z}, {z, z}}};
     const float *w = a->w + n0 * k;
     const float *x = a->x + m0 * k;
+    const size_t ahead = v8_prefetch_rows_offset((size_t)k * sizeof(float), 2);
     for (int64_t l = 0; l < k; l += 16) {
-        v8_prefetch_rows_ahead(w + l, (size_t)k * sizeof(float), 2, 64);
-        v8_prefetch_rows_ahead(w + k + l, (size_t)k * sizeof(float), 2, 64);
+        v8_prefetch_line((uintptr_t)(w + l) + ahead);
+        v8_prefetch_line((uintptr_t)(w + k + l) + ahead);
         #pragma GCC unroll 8
         for (int j = 0; j < rn; ++j) {
             #pragma GCC unroll 8
@@ -441,6 +444,7 @@ static inline __attribute__((always_inline)) void V8_SIMD_FN(tile8)(const lg_arg
     }
     const float *w = a->w + n0 * k;
     const float *x = a->x + m0 * k;
+    const size_t ahead = v8_prefetch_rows_offset((size_t)k * sizeof(float), 4);
     for (int64_t l = 0; l < k; l += 8) {
         __m256 xv[LG_TILE8_TOKENS];
         #pragma GCC unroll 8
@@ -450,7 +454,7 @@ static inline __attribute__((always_inline)) void V8_SIMD_FN(tile8)(const lg_arg
         #pragma GCC unroll 8
         for (int i = 0; i < 4; ++i) {
             if (prefetch && (l & 15) == 0) { /* one 64-byte line per row every other step */
-                v8_prefetch_rows_ahead(w + i * k + l, (size_t)k * sizeof(float), 4, 64);
+                v8_prefetch_line((uintptr_t)(w + i * k + l) + ahead);
             }
             const __m256 wv = _mm256_loadu_ps(w + i * k + l);
             #pragma GCC unroll 8
