@@ -14,7 +14,8 @@
  * operations are core/simd.h's names; the float ones are single
  * instructions, one rounding each.
  *
- * A group dot (TL_GDOT4 steps from TL_ZERO_I, then TL_GSCALE) yields per
+ * A group dot (TL_GDOT4 steps from TL_ZERO_I, or after a first TL_GDOT4_FIRST
+ * step, which adds no zero accumulator; then TL_GSCALE) yields per
  * int32 lane scale * sum of the steps' 4-byte dots.  Without VNNI the steps
  * stay in the int16 pair sums of maddubs and one madd applies the scale
  * (the multiply and the widening in one instruction, instead of a madd per
@@ -45,6 +46,7 @@
 #undef TL_SLLI5
 #undef TL_DOT4
 #undef TL_GDOT4
+#undef TL_GDOT4_FIRST
 #undef TL_GSCALE
 #undef TL_GSCALE_SUM
 #undef TL_GSCALE_CONST
@@ -86,11 +88,13 @@
 #if defined(V8_SIMD_VNNI)
 #define TL_DOT4(acc, w, a) _mm512_dpbusd_epi32(acc, w, a)
 #define TL_GDOT4(acc, w, a) _mm512_dpbusd_epi32(acc, w, a)
+#define TL_GDOT4_FIRST(w, a) _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, a)
 #define TL_GSCALE(acc, s) _mm512_mullo_epi32(acc, s)
 #define TL_GSCALE_SUM(a, b, s) _mm512_mullo_epi32(_mm512_add_epi32(a, b), s)
 #define TL_GSCALE_CONST(s) ((int32_t)(s))
 #else
 #define TL_GDOT4(acc, w, a) _mm512_add_epi16(acc, _mm512_maddubs_epi16(w, a))
+#define TL_GDOT4_FIRST(w, a) _mm512_maddubs_epi16(w, a)
 #define TL_GSCALE(acc, s) _mm512_madd_epi16(acc, s)
 #define TL_GSCALE_SUM(a, b, s) _mm512_add_epi32(_mm512_madd_epi16(a, s), _mm512_madd_epi16(b, s))
 #define TL_GSCALE_CONST(s) TL_PACK16(s, s)
@@ -106,6 +110,7 @@
 #define TL_DOT4(acc, w, a) \
     _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)))
 #define TL_GDOT4(acc, w, a) _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, a))
+#define TL_GDOT4_FIRST(w, a) _mm256_maddubs_epi16(w, a)
 #define TL_GSCALE(acc, s) _mm256_madd_epi16(acc, s)
 #define TL_GSCALE_SUM(a, b, s) _mm256_add_epi32(_mm256_madd_epi16(a, s), _mm256_madd_epi16(b, s))
 #define TL_GSCALE_CONST(s) TL_PACK16(s, s)
