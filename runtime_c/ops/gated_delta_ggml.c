@@ -240,8 +240,10 @@ static inline __attribute__((target("avx2,fma"))) void state_dots_avx2(const gdn
                                                                          const float *y, int64_t d,
                                                                          float *out) {
     int64_t j = 0;
-    for (; d < 4 * b->lanes && j + 8 <= d; j += 8) {
-        _mm256_storeu_ps(out + j, dot_rows8_avx2(b, S + j * d, d, y, d));
+    if (d < 4 * b->lanes) {
+        for (; j + 8 <= d; j += 8) {
+            _mm256_storeu_ps(out + j, dot_rows8_avx2(b, S + j * d, d, y, d));
+        }
     }
     for (; j < d; ++j) {
         out[j] = ggml_dot_avx2(b, S + j * d, y, d);
@@ -323,13 +325,10 @@ static inline __attribute__((always_inline)) void conv_silu(const gdng_args *a, 
     }
 }
 
-/* silu_at of eight lanes inside a row's vector blocks: x / (1 + vexp(0 - x)) in the build's
- * exp form, each lane the same operations. */
+/* silu_at of eight lanes inside a row's vector blocks, in the build's exp form. */
 static inline __attribute__((target("avx2,fma"), always_inline)) __m256
 silu8_avx2(const gdng_build *b, __m256 x) {
-    const __m256 m = _mm256_sub_ps(_mm256_setzero_ps(), x);
-    const __m256 e = b->vexp == vexp_lane_avx512 ? vexp8_avx512_form(m) : vexp8_avx2_form(m);
-    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    return vsilu8(x, b->vexp == vexp_lane_avx512);
 }
 
 /* conv_silu_one of channels c..c+7, lane l carrying channel c + l through the same taps:
@@ -368,8 +367,18 @@ conv_silu_avx2(const gdng_args *a, int64_t t, int64_t c0, int64_t n, float *out)
     }
 }
 
-/* The head's output: rms-normed o times norm_w, gated by silu(z) (a row of d), rounded
- * as the oracle's loop, eight lanes at a time inside the row's vector part. */
+/* Element j of the head's output: rms-normed o times norm_w, gated by silu(z) (a row of d). */
+static inline __attribute__((always_inline)) float gated_output_one(const gdng_build *b,
+                                                                   const float *o, float r,
+                                                                   const float *norm_w,
+                                                                   const float *zr, int64_t j,
+                                                                   int64_t d) {
+    const float on = o[j] * r;
+    const float normed = on * norm_w[j];
+    return normed * silu_at(b, zr[j], j, d);
+}
+
+/* gated_output_one for a whole row, eight lanes at a time inside the row's vector part. */
 static __attribute__((target("avx2,fma"))) void
 gate_output_avx2(const gdng_build *b, const float *o, float r, const float *norm_w,
                  const float *zr, int64_t d, float *yr) {
@@ -381,9 +390,7 @@ gate_output_avx2(const gdng_build *b, const float *o, float r, const float *norm
         _mm256_storeu_ps(yr + j, _mm256_mul_ps(normed, silu8_avx2(b, _mm256_loadu_ps(zr + j))));
     }
     for (; j < d; ++j) {
-        const float on = o[j] * r;
-        const float normed = on * norm_w[j];
-        yr[j] = normed * silu_at(b, zr[j], j, d);
+        yr[j] = gated_output_one(b, o, r, norm_w, zr, j, d);
     }
 }
 
@@ -464,9 +471,7 @@ static inline __attribute__((always_inline)) void token_head(const gdng_args *a,
         return;
     }
     for (int64_t j = 0; j < d; ++j) {
-        const float on = o[j] * r;
-        const float normed = on * a->norm_w[j];
-        yr[j] = normed * silu_at(a->build, zr[j], j, d);
+        yr[j] = gated_output_one(a->build, o, r, a->norm_w, zr, j, d);
     }
 }
 

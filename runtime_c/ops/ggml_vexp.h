@@ -147,6 +147,15 @@ static inline __attribute__((target("avx2,fma"))) __m256 vexp8_avx512_form(__m25
                                               _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ));
     return _mm256_blendv_ps(kept, saturated, big);
 }
+
+/* ggml's vector SiLU of eight lanes, x / (1 + vexp(0 - x)), in the AVX-512 build's exp form
+ * (avx512_form) or the AVX2 build's. */
+static inline __attribute__((target("avx2,fma"), always_inline)) __m256 vsilu8(__m256 x,
+                                                                               int avx512_form) {
+    const __m256 m = _mm256_sub_ps(_mm256_setzero_ps(), x);
+    const __m256 e = avx512_form ? vexp8_avx512_form(m) : vexp8_avx2_form(m);
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
 #endif
 
 #endif /* V8_OPS_GGML_VEXP_H */

@@ -102,9 +102,7 @@ __attribute__((target("avx2,fma"))) static void swiglu_rows_avx2(
         const float *gr = g + r * n, *ur = u + r * n;
         float *yr = y + r * n;
         for (int64_t i = 0; i < full; i += 8) {
-            const __m256 x = _mm256_loadu_ps(gr + i);
-            const __m256 e = vexp8_avx2_form(_mm256_sub_ps(_mm256_setzero_ps(), x));
-            const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+            const __m256 silu = vsilu8(_mm256_loadu_ps(gr + i), 0);
             _mm256_storeu_ps(yr + i, _mm256_mul_ps(silu, _mm256_loadu_ps(ur + i)));
         }
         for (int64_t i = full; i < n; ++i) {
