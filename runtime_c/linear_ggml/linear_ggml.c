@@ -34,6 +34,7 @@ typedef struct lg_args {
     int lanes; /* L: 16 (AVX-512 build) or 8 (AVX2 build) */
     int tail_block; /* T: the block route's tail rounds products down to its last < T */
     int lane_route;
+    int line_prefetch; /* the block route prefetches its stream (V8_CPU_LINE_PREFETCH) */
 } lg_args;
 
 /* L and T of a contract; L = 0 for a selector this provider does not deliver. */
@@ -76,6 +77,7 @@ static v8_status prepare(int contract, lg_args *a, float *y, const float *w, con
     a->lanes = lanes;
     a->tail_block = tail_block;
     a->lane_route = m >= 2 && k % lanes == 0 && n % 4 == 0;
+    a->line_prefetch = (v8_cpu_features() & V8_CPU_LINE_PREFETCH) != 0;
     return V8_OK;
 }
 
@@ -173,6 +175,18 @@ static void rows_scalar(const lg_args *a, int64_t n0, int64_t n1) {
     }
 }
 
+/* The block route (every variant's dot_blocks*) reads its rows one after another: a
+ * single sequential stream.  Where the CPU has V8_CPU_LINE_PREFETCH it prefetches every
+ * line V8_PREFETCH_BYTES ahead along that stream: on Intel Xeon (Emerald Rapids) the
+ * decode head (32768 x 1024 fp32, cold, 1 thread) then took 7-10% less time, as each
+ * 4 KiB row is a page the hardware streamer starts afresh.  On AMD EPYC the same
+ * prefetches took ~10% of its bandwidth (1 and 2 threads), so there it issues none. */
+static inline void lg_prefetch_block(const float *w, int64_t i, size_t bytes, const int prefetch) {
+    if (prefetch) {
+        v8_prefetch_lines((uintptr_t)(w + i) + V8_PREFETCH_BYTES, bytes);
+    }
+}
+
 /* ---- AVX-512: sixteen lanes in one register --------------------------------- */
 
 /* Tokens per block: as many as keep the block's rows of x within LG_BLOCK_BYTES (a
@@ -219,14 +233,12 @@ static inline float tail_fused_avx(float s, const float *w, const float *x, int6
     return s;
 }
 
-/* The block route (every variant's dot_blocks*) reads its rows one after another: a
- * single sequential stream, which the hardware prefetcher follows by itself.  Software
- * prefetches on top of it took ~10% of the decode head's bandwidth (32768 x 1024 fp32
- * rows in huge pages, AMD EPYC, 1 and 2 threads), so, unlike the tiles, it issues none. */
-static float V8_SIMD_FN(dot_blocks)(const float *w, const float *x, int64_t k, int tail_block) {
+static float V8_SIMD_FN(dot_blocks)(const float *w, const float *x, int64_t k, int tail_block,
+                                    const int prefetch) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 64;
     for (int64_t i = 0; i < k0; i += 64) {
+        lg_prefetch_block(w, i, 64 * sizeof(float), prefetch);
         a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
         a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
         a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
@@ -314,7 +326,7 @@ static void V8_SIMD_FN(rows)(const lg_args *a, int64_t n0, int64_t n1) {
     for (int64_t mi = 0; mi < a->m; ++mi) {
         const float *x = a->x + mi * a->k;
         for (int64_t ni = n0; ni < n1; ++ni) {
-            put(a, mi, ni, V8_SIMD_FN(dot_blocks)(a->w + ni * a->k, x, a->k, a->tail_block));
+            put(a, mi, ni, V8_SIMD_FN(dot_blocks)(a->w + ni * a->k, x, a->k, a->tail_block, a->line_prefetch));
         }
     }
 }
@@ -363,11 +375,13 @@ static inline float V8_SIMD_FN(tail_fused)(float s, const float *w, const float 
     return s;
 }
 
-static float V8_SIMD_FN(dot_blocks)(const float *w, const float *x, int64_t k, int tail_block) {
+static float V8_SIMD_FN(dot_blocks)(const float *w, const float *x, int64_t k, int tail_block,
+                                    const int prefetch) {
     const __m256 z = _mm256_setzero_ps();
     lanes16 a0 = {z, z}, a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 64;
     for (int64_t i = 0; i < k0; i += 64) {
+        lg_prefetch_block(w, i, 64 * sizeof(float), prefetch);
         a0 = fma16(w + i, x + i, a0);
         a1 = fma16(w + i + 16, x + i + 16, a1);
         a2 = fma16(w + i + 32, x + i + 32, a2);
@@ -410,10 +424,12 @@ static inline __attribute__((always_inline)) void V8_SIMD_FN(tile)(const lg_args
 
 
 
-static float V8_SIMD_FN(dot_blocks8)(const float *w, const float *x, int64_t k, int tail_block) {
+static float V8_SIMD_FN(dot_blocks8)(const float *w, const float *x, int64_t k, int tail_block,
+                                     const int prefetch) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const int64_t k0 = k - k % 32;
     for (int64_t i = 0; i < k0; i += 32) {
+        lg_prefetch_block(w, i, 32 * sizeof(float), prefetch);
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
         a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
         a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -498,7 +514,7 @@ static void V8_SIMD_FN(rows8)(const lg_args *a, int64_t n0, int64_t n1) {
     for (int64_t mi = 0; mi < a->m; ++mi) {
         const float *x = a->x + mi * a->k;
         for (int64_t ni = n0; ni < n1; ++ni) {
-            put(a, mi, ni, V8_SIMD_FN(dot_blocks8)(a->w + ni * a->k, x, a->k, a->tail_block));
+            put(a, mi, ni, V8_SIMD_FN(dot_blocks8)(a->w + ni * a->k, x, a->k, a->tail_block, a->line_prefetch));
         }
     }
 }
@@ -527,7 +543,7 @@ static void V8_SIMD_FN(rows)(const lg_args *a, int64_t n0, int64_t n1) {
     for (int64_t mi = 0; mi < a->m; ++mi) {
         const float *x = a->x + mi * a->k;
         for (int64_t ni = n0; ni < n1; ++ni) {
-            put(a, mi, ni, V8_SIMD_FN(dot_blocks)(a->w + ni * a->k, x, a->k, a->tail_block));
+            put(a, mi, ni, V8_SIMD_FN(dot_blocks)(a->w + ni * a->k, x, a->k, a->tail_block, a->line_prefetch));
         }
     }
 }

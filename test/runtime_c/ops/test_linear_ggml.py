@@ -80,7 +80,11 @@ F32 = np.float32
 _V8 = constants(["v8_runtime.h"])
 V8_OK = _V8["V8_OK"]
 AVX2_ONLY = _V8["V8_CPU_AVX2"] | _V8["V8_CPU_FMA"] | _V8["V8_CPU_F16C"]
-VARIANTS = {"avx512": 0xFFFFFFFF, "avx2": AVX2_ONLY, "scalar": 0}
+LINE_PREFETCH = _V8["V8_CPU_LINE_PREFETCH"]
+# the block route prefetches its stream where the CPU has V8_CPU_LINE_PREFETCH (every CPU but
+# AMD's): each vector build runs with and without it
+VARIANTS = {"avx512": 0xFFFFFFFF, "avx512_no_line_prefetch": 0xFFFFFFFF & ~LINE_PREFETCH,
+            "avx2": AVX2_ONLY, "avx2_line_prefetch": AVX2_ONLY | LINE_PREFETCH, "scalar": 0}
 
 # (m, n, k): both routes, the lane route's conditions one at a time, block-route tails
 # of every kind (r % 64 in [1, 7], [8, 15], [16, 63]), k < 64
