@@ -11,7 +11,14 @@ from v8dialect.runtime.cbuild import CBuild, build, runtime_cdef
 # A task callback that counts, atomically, how often each task ran and which
 # worker ran it, so the tests can prove "exactly once" for every task.
 PROBE_SOURCE = r"""
+#ifndef _GNU_SOURCE /* sched_getcpu, pthread_setaffinity_np: probe_placement */
+#define _GNU_SOURCE 1
+#endif
 #include "v8_runtime.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
 
 typedef struct probe_ctx {
     int32_t *counts;      /* [n_tasks] */
@@ -142,6 +149,53 @@ uintptr_t probe_audited_job(v8_threadpool *pool, int dirty_start, int dirty_task
     clear_upper();
     return v8_threadpool_audit_finding(at_job_start);
 }
+
+/* Helper placement: the calling thread, pinned to `cpu`, runs `jobs` jobs of two slow
+ * tasks, idle for `idle_us` before each so the helper is asleep when the job wakes it.
+ * Every task notes the CPU it starts on.  Returns the helper's tasks that started on the
+ * caller's CPU (-1: the pin failed); *helper_tasks counts the helper's tasks. */
+typedef struct placement_ctx {
+    int cpu;
+    int helper_tasks;
+    int helper_on_caller;
+} placement_ctx;
+
+static void placement_task(void *raw, int64_t task, int worker) {
+    placement_ctx *c = (placement_ctx *)raw;
+    (void)task;
+    if (worker != 0) {
+        __atomic_fetch_add(&c->helper_tasks, 1, __ATOMIC_RELAXED);
+        if (sched_getcpu() == c->cpu) {
+            __atomic_fetch_add(&c->helper_on_caller, 1, __ATOMIC_RELAXED);
+        }
+    }
+    volatile int sink = 0;
+    for (int i = 0; i < 2000000; ++i) {
+        sink += i;
+    }
+    (void)sink;
+}
+
+int probe_placement(v8_threadpool *pool, int cpu, int jobs, int idle_us, int *helper_tasks) {
+    cpu_set_t before, one;
+    if (pthread_getaffinity_np(pthread_self(), sizeof before, &before) != 0) {
+        return -1;
+    }
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0) {
+        return -1;
+    }
+    placement_ctx c = {cpu, 0, 0};
+    const struct timespec idle = {0, (long)idle_us * 1000L};
+    for (int j = 0; j < jobs; ++j) {
+        nanosleep(&idle, NULL);
+        (void)v8_parallel_for(pool, 2, placement_task, &c);
+    }
+    (void)pthread_setaffinity_np(pthread_self(), sizeof before, &before);
+    *helper_tasks = c.helper_tasks;
+    return c.helper_on_caller;
+}
 """
 
 PROBE_CDEF = """
@@ -159,6 +213,7 @@ void probe_upper_in_use(int in_use);
 uintptr_t probe_task_address(int dirty);
 uintptr_t probe_audited_job(v8_threadpool *pool, int dirty_start, int dirty_task_too,
                             int *at_job_start, int *status);
+int probe_placement(v8_threadpool *pool, int cpu, int jobs, int idle_us, int *helper_tasks);
 """
 
 

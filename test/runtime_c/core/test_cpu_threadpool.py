@@ -3,6 +3,7 @@ every task runs exactly once, on a valid worker, for many task/worker counts."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -155,6 +156,25 @@ def test_several_workers_take_part(core: ModuleType) -> None:
         assert np.count_nonzero(per_worker) >= 2, per_worker
     finally:
         core.lib.v8_threadpool_destroy(pool)
+
+
+def test_a_woken_helper_leaves_its_callers_cpu(core: ModuleType) -> None:
+    """A helper woken onto the CPU its caller runs on moves off it before its first task
+    (threadpool.c's step_aside): left there, the two share one CPU while another idles.
+    The caller is pinned and the helper asleep before each job, the case a virtual CPU's
+    wake-up placed beside the caller in about half the jobs."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs this process may run on")
+    pool = core.lib.v8_threadpool_create(2)
+    try:
+        helper_tasks = core.ffi.new("int *")
+        on_caller = core.lib.probe_placement(pool, cpus[0], 40, 5000, helper_tasks)
+    finally:
+        core.lib.v8_threadpool_destroy(pool)
+    assert on_caller >= 0, "could not pin the calling thread"
+    assert helper_tasks[0] > 0, "the helper never took part"
+    assert on_caller == 0, f"{on_caller} of the helper's {helper_tasks[0]} tasks ran on the caller's CPU"
 
 
 def spans(n_tasks: int, workers: int) -> list[range]:
