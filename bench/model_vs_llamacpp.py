@@ -213,12 +213,17 @@ def ll_config(threads: int, prompt: int) -> Any:
     return LlamaConfig(threads=threads, repack=True, n_ctx=max(2048, prompt + 64), n_ubatch=512)
 
 
-def prefill_rate(v8: Any, ll: Any, prompt: list[int], threads: int, rounds: int = 3,
+def prefill_rate(v8: Any, ll: Any, prompt: list[int], threads: int, rounds: int | None = None,
                  last_only: bool = False) -> tuple[float, float, bool]:
-    """Tokens/s of each engine's fastest of `rounds` prefills, the engines alternating (one
-    prefill is seconds long, and this host's noise moves single runs by 20%), and whether the
-    last round's logits agree bit for bit.  `last_only`: llama.cpp is asked for the last
-    token's logits alone, and `v8` must be a session built with prefill_logits="last"."""
+    """Tokens/s of each engine's fastest of `rounds` prefills, the engines alternating, and
+    whether the last round's logits agree bit for bit.  A 512-token prefill is seconds long
+    and takes 3 rounds; a short one takes 7 (on a host whose clock moved between 1.6 and
+    3.0 GHz within minutes, 3 rounds of a 64-token prefill once put v8's last-logits row
+    below its all-logits row; alone, that session ran 1.3x faster than the row said).
+    `last_only`: llama.cpp is asked for the last token's logits alone, and `v8` must be a
+    session built with prefill_logits="last"."""
+    if rounds is None:
+        rounds = 3 if len(prompt) > 128 else 7
     t_v8: list[float] = []
     t_ll: list[float] = []
     logits: dict[str, Any] = {}
