@@ -141,6 +141,15 @@ static void spin_while_positive(const int *value) {
     }
 }
 
+/* The CPU the calling thread runs on, or -1 where that is not known. */
+static int current_cpu(void) {
+#ifdef __linux__
+    return sched_getcpu();
+#else
+    return -1;
+#endif
+}
+
 /* A helper woken onto the CPU its caller runs on leaves it.
  *
  * The kernel chooses where a woken thread runs, and it may choose its waker's CPU
@@ -159,7 +168,7 @@ static void spin_while_positive(const int *value) {
  * result depends on which thread or CPU runs it. */
 static void step_aside(int caller_cpu) {
 #ifdef __linux__
-    if (caller_cpu < 0 || sched_getcpu() != caller_cpu) {
+    if (caller_cpu < 0 || current_cpu() != caller_cpu) {
         return;
     }
     cpu_set_t allowed, others;
@@ -312,11 +321,7 @@ v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, v
         pool->spans[w].end = begin;
     }
     pool->open = 1;
-#ifdef __linux__
-    pool->caller_cpu = sched_getcpu();
-#else
-    pool->caller_cpu = -1;
-#endif
+    pool->caller_cpu = current_cpu();
     __atomic_store_n(&pool->generation, pool->generation + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
