@@ -19,7 +19,8 @@
  * lane with the oracle's operations, so the bits do not depend on the CPU running this code.
  *
  * The oracle walks tokens in the outer loop; production and threadpool walk value heads
- * (each head owns its state and output columns; the conv window is read from
+ * (grouped by key head, whose query and key rows each token makes once for the group; each
+ * value head owns its state and output columns; the conv window is read from
  * [conv_state, inputs] and the conv state is shifted once at the end), so the split
  * changes no bit. */
 #include <immintrin.h>
@@ -183,66 +184,89 @@ static inline __attribute__((target("avx2,fma"))) float ggml_dot_avx2(const gdng
     return b->lanes == 16 ? dot_lanes_avx2(b, 8, x, y, n) : dot_lanes_avx2(b, 4, x, y, n);
 }
 
-/* ggml_dot of the eight rows x + r * stride (r = 0..7) against y, lane r carrying row r through
- * exactly ggml_dot's sequence (accumulator lanes, halvings, fold, tail), each row's elements
- * gathered column by column.  The state's rows are independent, so eight dots run at once
- * instead of one chain after another: a short head's dot (d < 4w) is all tail, one
- * latency-bound add per element. */
-static inline __attribute__((target("avx2,fma"), always_inline)) __m256
-dot_rows8_avx2(const gdng_build *b, const float *x, int64_t stride, const float *y, int64_t n) {
+/* The 8 x 4 block at x (rows stride apart) as its four columns: lane r of col[c] is
+ * x[r * stride + c].  Rows r and r + 4 share a register (one 16-byte load each half), so the
+ * transpose is two unpack levels and no cross-lane shuffle. */
+static inline __attribute__((target("avx2,fma"), always_inline)) void
+columns4_avx2(const float *x, int64_t stride, __m256 *col) {
+    __m256 t[4];
+    for (int r = 0; r < 4; ++r) {
+        t[r] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(x + r * stride)),
+                                    _mm_loadu_ps(x + (r + 4) * stride), 1);
+    }
+    const __m256 lo01 = _mm256_unpacklo_ps(t[0], t[1]); /* r0c0 r1c0 r0c1 r1c1 | r4.. r5.. */
+    const __m256 lo23 = _mm256_unpacklo_ps(t[2], t[3]);
+    const __m256 hi01 = _mm256_unpackhi_ps(t[0], t[1]); /* columns 2 and 3 alike */
+    const __m256 hi23 = _mm256_unpackhi_ps(t[2], t[3]);
+    col[0] = _mm256_shuffle_ps(lo01, lo23, 0x44);
+    col[1] = _mm256_shuffle_ps(lo01, lo23, 0xEE);
+    col[2] = _mm256_shuffle_ps(hi01, hi23, 0x44);
+    col[3] = _mm256_shuffle_ps(hi01, hi23, 0xEE);
+}
+
+/* ggml_dot of a short head's rows (n < 4w: no accumulator body, all tail) against y for
+ * `blocks` blocks of eight rows x + r * stride, lane r of sum[k] carrying row 8k + r through
+ * exactly ggml_dot's sequence: the folded lanes are all +0, then the tail, s = s + x*y with
+ * the product rounded up to n - n % tail_block, fused after.  The rows are independent, so
+ * 8 * blocks dots run at once instead of one latency-bound chain after another.  Whole
+ * eight-column steps read two 8 x 4 blocks and transpose them (each such step ends at a
+ * multiple of 8 <= n, so inside the rounded part); the last n % 8 columns are gathered. */
+static inline __attribute__((target("avx2,fma"), always_inline)) void
+tail_rows_avx2(const gdng_build *b, const float *x, int64_t stride, const float *y, int64_t n,
+               const int blocks, __m256 *sum) {
     const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                             _mm256_set1_epi32((int)stride));
-    const int w = b->lanes, step = 4 * w;
-    const int64_t np = n - n % step;
-    __m256 acc[64];
-    for (int l = 0; l < step; ++l) {
-        acc[l] = _mm256_setzero_ps();
+    for (int k = 0; k < blocks; ++k) {
+        sum[k] = _mm256_setzero_ps();
     }
-    for (int64_t i = 0; i < np; i += step) {
-        for (int l = 0; l < step; ++l) {
-            acc[l] = _mm256_fmadd_ps(_mm256_i32gather_ps(x + i + l, rows, 4),
-                                     _mm256_set1_ps(y[i + l]), acc[l]);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 col[2][8];
+        for (int k = 0; k < blocks; ++k) {
+            columns4_avx2(x + 8 * k * stride + i, stride, col[k]);
+            columns4_avx2(x + 8 * k * stride + i + 4, stride, col[k] + 4);
+        }
+        for (int c = 0; c < 8; ++c) {
+            const __m256 yc = _mm256_set1_ps(y[i + c]);
+            for (int k = 0; k < blocks; ++k) {
+                sum[k] = _mm256_add_ps(sum[k], _mm256_mul_ps(col[k][c], yc));
+            }
         }
     }
-    __m256 v[16];
-    for (int l = 0; l < w; ++l) {
-        const __m256 a02 = _mm256_add_ps(acc[l], acc[l + 2 * w]);
-        const __m256 a13 = _mm256_add_ps(acc[l + w], acc[l + 3 * w]);
-        v[l] = _mm256_add_ps(a02, a13);
-    }
-    for (int h = w / 2; h >= 4; h /= 2) {
-        for (int l = 0; l < h; ++l) {
-            v[l] = _mm256_add_ps(v[l + h], v[l]);
-        }
-    }
-    __m256 sum = b->hadd_fold
-                     ? _mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3]))
-                     : _mm256_add_ps(_mm256_add_ps(v[0], v[2]), _mm256_add_ps(v[1], v[3]));
-    const int64_t rounded_end = n - (n - np) % b->tail_block;
-    int64_t i = np;
-    for (; i < rounded_end; ++i) {
-        const __m256 p = _mm256_mul_ps(_mm256_i32gather_ps(x + i, rows, 4), _mm256_set1_ps(y[i]));
-        sum = _mm256_add_ps(sum, p);
-    }
+    const int64_t rounded_end = n - n % b->tail_block;
     for (; i < n; ++i) {
-        sum = _mm256_fmadd_ps(_mm256_i32gather_ps(x + i, rows, 4), _mm256_set1_ps(y[i]), sum);
+        const __m256 yi = _mm256_set1_ps(y[i]);
+        for (int k = 0; k < blocks; ++k) {
+            const __m256 xi = _mm256_i32gather_ps(x + 8 * k * stride + i, rows, 4);
+            sum[k] = i < rounded_end ? _mm256_add_ps(sum[k], _mm256_mul_ps(xi, yi))
+                                     : _mm256_fmadd_ps(xi, yi, sum[k]);
+        }
     }
-    return sum;
 }
 
 /* out[j] = ggml_dot(S row j, y) for the d rows of a d x d state.  A head narrower than the
- * dot's 4w accumulator lanes is all tail, and its rows go eight at a time; a wider one has a
- * vector body, and row by row its 4w lanes are plain loads where the eight-row form gathers
- * every element (d = 128, 64 tokens, 4 heads: 3.2 -> 1.6 ms for either build; 8-lane d = 32:
- * 0.30 -> 0.20 ms; Intel Xeon). */
+ * dot's 4w accumulator lanes is all tail, and its rows go 16 or 8 at a time; a wider one
+ * has a vector body, and row by row its 4w lanes are plain loads where a many-row form would
+ * gather every element (d = 128, 64 tokens, 4 heads: 3.2 -> 1.6 ms for either build; Intel
+ * Xeon).  The short heads' eight-row blocks once gathered every element: at d = 32 the
+ * 16-lane build's dots took 19% of the small Qwen3.5 model's 64-token prefill on AMD EPYC
+ * (Zen 4), the 8-lane build's row form 4%; transposed loads, two blocks at a time, 8%. */
 static inline __attribute__((target("avx2,fma"))) void state_dots_avx2(const gdng_build *b,
                                                                          const float *S,
                                                                          const float *y, int64_t d,
                                                                          float *out) {
     int64_t j = 0;
     if (d < 4 * b->lanes) {
+        __m256 sum[2];
+        for (; j + 16 <= d; j += 16) {
+            tail_rows_avx2(b, S + j * d, d, y, d, 2, sum);
+            for (int k = 0; k < 2; ++k) {
+                _mm256_storeu_ps(out + j + 8 * k, sum[k]);
+            }
+        }
         for (; j + 8 <= d; j += 8) {
-            _mm256_storeu_ps(out + j, dot_rows8_avx2(b, S + j * d, d, y, d));
+            tail_rows_avx2(b, S + j * d, d, y, d, 1, sum);
+            _mm256_storeu_ps(out + j, sum[0]);
         }
     }
     for (; j < d; ++j) {
@@ -332,23 +356,23 @@ silu8_avx2(const gdng_build *b, __m256 x) {
 }
 
 /* conv_silu_one of channels c..c+7, lane l carrying channel c + l through the same taps:
- * the 4-tap kernel's weights and the conv state's entries gathered across channels, the
- * inputs past the state one contiguous load. */
+ * the 4-tap kernel's weights (8 x 4 contiguous) transposed into one register per tap, the
+ * conv state's entries gathered across channels, the inputs past the state one contiguous
+ * load. */
 static inline __attribute__((target("avx2,fma"), always_inline)) __m256
 conv_silu8_avx2(const gdng_args *a, int64_t t, int64_t c) {
-    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i taps = _mm256_slli_epi32(lanes, 2);                     /* kernel == 4 */
-    const __m256i states = _mm256_sub_epi32(taps, lanes);                /* 3 l */
+    const __m256i states = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21); /* kernel == 4 */
+    __m256 w[4];
+    columns4_avx2(a->conv_w + c * 4, 4, w);
     __m256 acc = _mm256_setzero_ps();
     for (int m = 0; m < 4; ++m) {
         const int64_t u = t + m;
-        const __m256 w = _mm256_i32gather_ps(a->conv_w + c * 4 + m, taps, 4);
         const __m256 in = u < 3 ? _mm256_i32gather_ps(a->conv_state + c * 3 + u, states, 4)
                                 : _mm256_loadu_ps(a->qkv + (u - 3) * a->channels + c);
         if (a->build->conv_rounded_taps) {
-            acc = _mm256_add_ps(acc, _mm256_mul_ps(in, w));   /* from +0, as the oracle */
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(in, w[m]));   /* from +0, as the oracle */
         } else {
-            acc = m == 0 ? _mm256_mul_ps(in, w) : _mm256_fmadd_ps(in, w, acc);
+            acc = m == 0 ? _mm256_mul_ps(in, w[m]) : _mm256_fmadd_ps(in, w[m], acc);
         }
     }
     return silu8_avx2(a->build, acc);
@@ -405,24 +429,35 @@ static void l2_normalize(float *x, int64_t n, float eps) {
     }
 }
 
-static inline __attribute__((always_inline)) void token_head(const gdng_args *a, int64_t t,
-                                                            int64_t h, const int simd) {
-    float q[V8_GDN_MAX_HEAD_DIM], k[V8_GDN_MAX_HEAD_DIM];
-    float v[V8_GDN_MAX_HEAD_DIM], o[V8_GDN_MAX_HEAD_DIM];
-    const int64_t d = a->dv; /* = dk */
-    const int64_t kh = h % a->n_k_heads;
+/* Token t's query and key rows of key head kh: conv, SiLU and the l2 norm. */
+static inline __attribute__((always_inline)) void token_keys(const gdng_args *a, int64_t t,
+                                                            int64_t kh, const int simd, float *q,
+                                                            float *k) {
+    const int64_t d = a->dk;
     const int64_t key_width = a->n_k_heads * d;
     if (simd) {
         conv_silu_avx2(a, t, kh * d, d, q);
         conv_silu_avx2(a, t, key_width + kh * d, d, k);
-        conv_silu_avx2(a, t, 2 * key_width + h * d, d, v);
     } else {
         conv_silu(a, t, kh * d, d, q);
         conv_silu(a, t, key_width + kh * d, d, k);
-        conv_silu(a, t, 2 * key_width + h * d, d, v);
     }
     l2_normalize(q, d, a->eps);
     l2_normalize(k, d, a->eps);
+}
+
+/* Token t through value head h, whose key head's rows q and k token_keys made. */
+static inline __attribute__((always_inline)) void token_head(const gdng_args *a, int64_t t,
+                                                            int64_t h, const float *q,
+                                                            const float *k, const int simd) {
+    float v[V8_GDN_MAX_HEAD_DIM], o[V8_GDN_MAX_HEAD_DIM];
+    const int64_t d = a->dv; /* = dk */
+    const int64_t key_width = a->n_k_heads * d;
+    if (simd) {
+        conv_silu_avx2(a, t, 2 * key_width + h * d, d, v);
+    } else {
+        conv_silu(a, t, 2 * key_width + h * d, d, v);
+    }
 
     const float b = 1.0f / (1.0f + expf(-a->beta[t * a->n_v_heads + h]));
     const float pre = a->alpha[t * a->n_v_heads + h] + a->dt_bias[h];
@@ -556,18 +591,32 @@ v8_status v8_gated_delta_net_ggml_f32_ref(GDNG_PARAMS) {
     }
     for (int64_t t = 0; t < a.n_tokens; ++t) {
         for (int64_t h = 0; h < a.n_v_heads; ++h) {
-            token_head(&a, t, h, 0);
+            float q[V8_GDN_MAX_HEAD_DIM], k[V8_GDN_MAX_HEAD_DIM];
+            token_keys(&a, t, h % a.n_k_heads, 0, q, k);
+            token_head(&a, t, h, q, k, 0);
         }
     }
     shift_conv_state(&a);
     return V8_OK;
 }
 
+/* Value heads [h0, h1), grouped by key head (value head h reads key head h % n_k_heads):
+ * each token's query and key rows are made once for the group's heads in the range, not
+ * once per value head (the small Qwen3.5 model's 4 value heads per key head ran its conv
+ * and SiLU 3 times too often).  A head's tokens stay in order; heads are independent. */
 static inline __attribute__((always_inline)) void heads_body(const gdng_args *a, int64_t h0,
                                                             int64_t h1, const int simd) {
-    for (int64_t h = h0; h < h1; ++h) {
+    for (int64_t kh = 0; kh < a->n_k_heads; ++kh) {
+        const int64_t first = h0 + ((kh - h0 % a->n_k_heads) + a->n_k_heads) % a->n_k_heads;
+        if (first >= h1) {
+            continue;
+        }
         for (int64_t t = 0; t < a->n_tokens; ++t) {
-            token_head(a, t, h, simd);
+            float q[V8_GDN_MAX_HEAD_DIM], k[V8_GDN_MAX_HEAD_DIM];
+            token_keys(a, t, kh, simd, q, k);
+            for (int64_t h = first; h < h1; h += a->n_k_heads) {
+                token_head(a, t, h, q, k, simd);
+            }
         }
     }
 }
