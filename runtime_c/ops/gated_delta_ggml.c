@@ -429,19 +429,25 @@ static void l2_normalize(float *x, int64_t n, float eps) {
     }
 }
 
+/* conv_silu of channels [c0, c0 + n) of token t, by the AVX2 walk where `simd`. */
+static inline __attribute__((always_inline)) void conv_silu_rows(const gdng_args *a, int64_t t,
+                                                                int64_t c0, int64_t n,
+                                                                float *out, const int simd) {
+    if (simd) {
+        conv_silu_avx2(a, t, c0, n, out);
+    } else {
+        conv_silu(a, t, c0, n, out);
+    }
+}
+
 /* Token t's query and key rows of key head kh: conv, SiLU and the l2 norm. */
 static inline __attribute__((always_inline)) void token_keys(const gdng_args *a, int64_t t,
                                                             int64_t kh, const int simd, float *q,
                                                             float *k) {
     const int64_t d = a->dk;
     const int64_t key_width = a->n_k_heads * d;
-    if (simd) {
-        conv_silu_avx2(a, t, kh * d, d, q);
-        conv_silu_avx2(a, t, key_width + kh * d, d, k);
-    } else {
-        conv_silu(a, t, kh * d, d, q);
-        conv_silu(a, t, key_width + kh * d, d, k);
-    }
+    conv_silu_rows(a, t, kh * d, d, q, simd);
+    conv_silu_rows(a, t, key_width + kh * d, d, k, simd);
     l2_normalize(q, d, a->eps);
     l2_normalize(k, d, a->eps);
 }
@@ -452,12 +458,7 @@ static inline __attribute__((always_inline)) void token_head(const gdng_args *a,
                                                             const float *k, const int simd) {
     float v[V8_GDN_MAX_HEAD_DIM], o[V8_GDN_MAX_HEAD_DIM];
     const int64_t d = a->dv; /* = dk */
-    const int64_t key_width = a->n_k_heads * d;
-    if (simd) {
-        conv_silu_avx2(a, t, 2 * key_width + h * d, d, v);
-    } else {
-        conv_silu(a, t, 2 * key_width + h * d, d, v);
-    }
+    conv_silu_rows(a, t, 2 * a->n_k_heads * d + h * d, d, v, simd); /* after q and k columns */
 
     const float b = 1.0f / (1.0f + expf(-a->beta[t * a->n_v_heads + h]));
     const float pre = a->alpha[t * a->n_v_heads + h] + a->dt_bias[h];
