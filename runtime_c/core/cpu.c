@@ -23,7 +23,7 @@ static unsigned detect(void) {
     if (__builtin_cpu_supports("avx512dq")) f |= V8_CPU_AVX512DQ;
     if (__builtin_cpu_supports("avx512vnni")) f |= V8_CPU_AVX512VNNI;
     if (__builtin_cpu_supports("avx512bf16")) f |= V8_CPU_AVX512BF16;
-    if (!__builtin_cpu_is("amd")) f |= V8_CPU_LINE_PREFETCH;
+    if (!__builtin_cpu_is("amd")) f |= V8_CPU_LINE_PREFETCH | V8_CPU_WIDE_F16_NARROWING;
 #endif
     return f;
 }

@@ -21,6 +21,10 @@
  *   V8_SIMD_BF16    + avx512bf16   V8_SIMD_FN(name) -> name_avx512bf16 (VDPBF16PS)
  *   V8_SIMD_F_ONLY  avx512f only   V8_SIMD_FN(name) -> name_avx512 (bodies that mirror an
  *                   AVX512F-only build: BW/VL/DQ would let the compiler pick other instructions)
+ * With V8_SIMD_AVX2, the knob V8_SIMD_VL keeps the 8 lanes and their instructions but targets an
+ * AVX-512 host (+ avx512f, avx512vl): V8F_NREGS is 32 (ymm16-31), V8_SIMD_FN(name) ->
+ * name_avx2vl, and v8_simd_clean() clears zmm16-31 as well.  For bodies where a 256-bit
+ * instruction beats its 512-bit form on some AVX-512 cores (V8_CPU_WIDE_F16_NARROWING).
  * Integer kernels may use ISA intrinsics inside their bodies where no generic name fits; they are
  * still selected, named and targeted here.  The helper functions below (trees, scalef) are
  * defined by the first plain selection of their variant; a sub-feature region (a superset
@@ -63,6 +67,9 @@
 #if (defined(V8_SIMD_VNNI) || defined(V8_SIMD_FP16) || defined(V8_SIMD_BF16) ||               \
      defined(V8_SIMD_F_ONLY)) && !defined(V8_SIMD_AVX512)
 #error "core/simd.h: the AVX-512 sub-feature knobs go with V8_SIMD_AVX512 only"
+#endif
+#if defined(V8_SIMD_VL) && !defined(V8_SIMD_AVX2)
+#error "core/simd.h: V8_SIMD_VL goes with V8_SIMD_AVX2 only"
 #endif
 #ifdef V8_SIMD_OPEN
 #error "core/simd.h included twice without core/simd_end.h between"
@@ -172,28 +179,7 @@ static inline float v8_hsum_pairs_ref(const float *p) {
 #define v8f_hsum_halves(x) v8_hsum_halves_avx512(x)
 /* The helpers take the plain AVX-512 target: defined in a sub-feature region they could not be
  * inlined into a plain one; a sub-feature region (a superset, except F_ONLY) may call them. */
-#ifndef V8_SIMD_AVX512_CLEAN
-#define V8_SIMD_AVX512_CLEAN
-/* Zero zmm16-31 and the upper halves of zmm0-15.  vzeroupper alone leaves zmm16-31 dirty, and
- * on AVX-512 cores a dirty upper state makes every later legacy-SSE instruction (libm, the
- * scalar oracles, other libraries in the process) pay false dependencies (measured 20x). */
-static inline void v8_clean_upper_avx512(void) {
-    __asm__ volatile(
-        "vpxord %%xmm16, %%xmm16, %%xmm16\n\tvpxord %%xmm17, %%xmm17, %%xmm17\n\t"
-        "vpxord %%xmm18, %%xmm18, %%xmm18\n\tvpxord %%xmm19, %%xmm19, %%xmm19\n\t"
-        "vpxord %%xmm20, %%xmm20, %%xmm20\n\tvpxord %%xmm21, %%xmm21, %%xmm21\n\t"
-        "vpxord %%xmm22, %%xmm22, %%xmm22\n\tvpxord %%xmm23, %%xmm23, %%xmm23\n\t"
-        "vpxord %%xmm24, %%xmm24, %%xmm24\n\tvpxord %%xmm25, %%xmm25, %%xmm25\n\t"
-        "vpxord %%xmm26, %%xmm26, %%xmm26\n\tvpxord %%xmm27, %%xmm27, %%xmm27\n\t"
-        "vpxord %%xmm28, %%xmm28, %%xmm28\n\tvpxord %%xmm29, %%xmm29, %%xmm29\n\t"
-        "vpxord %%xmm30, %%xmm30, %%xmm30\n\tvpxord %%xmm31, %%xmm31, %%xmm31\n\t"
-        "vzeroupper"
-        ::: "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
-            "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18",
-            "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27",
-            "xmm28", "xmm29", "xmm30", "xmm31");
-}
-#endif
+#include "core/simd_clean512.h"
 #if !defined(V8_SIMD_AVX512_DEFS) && !defined(V8_SIMD_VNNI) && !defined(V8_SIMD_FP16) &&        \
     !defined(V8_SIMD_BF16) && !defined(V8_SIMD_F_ONLY)
 #define V8_SIMD_AVX512_DEFS
@@ -208,10 +194,17 @@ static inline float v8_hsum_halves_avx512(__m512 x) {
 /* ====================================================================================== */
 #elif defined(V8_SIMD_AVX2)
 #pragma GCC push_options
+#ifdef V8_SIMD_VL
+#pragma GCC target("avx512f,avx512vl,avx2,fma,f16c")
+#include "core/simd_clean512.h"
+#define V8_SIMD_FN(name) name##_avx2vl
+#define V8F_NREGS 32
+#else
 #pragma GCC target("avx2,fma,f16c")
 #define V8_SIMD_FN(name) name##_avx2
-#define V8F_W 8
 #define V8F_NREGS 16
+#endif
+#define V8F_W 8
 #define v8f __m256
 #define v8d __m256d
 #define v8i __m256i
@@ -264,7 +257,11 @@ static inline float v8_hsum_halves_avx512(__m512 x) {
 #define v8f_hsum_pairs(x) v8_hsum_pairs_avx2(x)
 /* GCC places its own vzeroupper before most returns and calls, but not all: GCC 12 left it out
  * before a tail call into baseline code and around a tiled GEMM's call of its baseline store */
+#ifdef V8_SIMD_VL
+#define v8_simd_clean() v8_clean_upper_avx512() /* ymm16-31 too */
+#else
 #define v8_simd_clean() _mm256_zeroupper()
+#endif
 #ifndef V8_SIMD_AVX2_DEFS
 #define V8_SIMD_AVX2_DEFS
 static inline __m256i v8_part_mask_avx2(int n) {

@@ -12,6 +12,7 @@
 #undef V8_SIMD_FP16
 #undef V8_SIMD_BF16
 #undef V8_SIMD_F_ONLY
+#undef V8_SIMD_VL
 #undef V8_SIMD_FN
 #undef V8F_W
 #undef V8F_NREGS

@@ -33,7 +33,6 @@ _V8 = constants(["v8_runtime.h"])
 V8_OK = _V8["V8_OK"]
 V8_ERR_NULL_ARGUMENT = _V8["V8_ERR_NULL_ARGUMENT"]
 V8_ERR_BAD_DIMENSION = _V8["V8_ERR_BAD_DIMENSION"]
-V8_CPU_LINE_PREFETCH = _V8["V8_CPU_LINE_PREFETCH"]
 
 
 def cpuinfo_flags() -> set[str]:
@@ -67,14 +66,16 @@ def cpuinfo_vendor() -> str:
     raise AssertionError("no vendor_id line in /proc/cpuinfo")
 
 
-def test_line_prefetch_trait_follows_the_vendor(core: ModuleType) -> None:
-    """V8_CPU_LINE_PREFETCH is the measured trait of every CPU but AMD's (v8_runtime.h),
-    and like the ISA bits a restriction can mask it off."""
+@pytest.mark.parametrize("trait", ["V8_CPU_LINE_PREFETCH", "V8_CPU_WIDE_F16_NARROWING"])
+def test_measured_traits_follow_the_vendor(core: ModuleType, trait: str) -> None:
+    """The measured traits belong to every CPU but AMD's (v8_runtime.h), and like the ISA bits a
+    restriction can mask them off."""
     lib = core.lib
-    assert bool(lib.v8_cpu_features() & V8_CPU_LINE_PREFETCH) == (cpuinfo_vendor() != "AuthenticAMD")
+    bit = _V8[trait]
+    assert bool(lib.v8_cpu_features() & bit) == (cpuinfo_vendor() != "AuthenticAMD")
     try:
-        lib.v8_cpu_restrict(ALL_FEATURES & ~V8_CPU_LINE_PREFETCH)
-        assert not lib.v8_cpu_features() & V8_CPU_LINE_PREFETCH
+        lib.v8_cpu_restrict(ALL_FEATURES & ~bit)
+        assert not lib.v8_cpu_features() & bit
     finally:
         lib.v8_cpu_restrict(ALL_FEATURES)
 
