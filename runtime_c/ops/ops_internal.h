@@ -51,6 +51,19 @@ static inline v8_ops_chunks v8_ops_split(int64_t n_items, int n_workers, int64_t
     return c;
 }
 
+/* v8_ops_split with tasks of at most max_per_task items (unless min_per_task asks for more):
+ * for long streaming jobs, where the worker that finishes first waits for the other's last
+ * task. */
+static inline v8_ops_chunks v8_ops_split_capped(int64_t n_items, int n_workers, int64_t min_per_task,
+                                                int64_t max_per_task) {
+    v8_ops_chunks c = v8_ops_split(n_items, n_workers, min_per_task);
+    if (max_per_task >= 1 && c.per_task > max_per_task && max_per_task >= min_per_task) {
+        c.per_task = max_per_task;
+        c.n_tasks = (n_items + max_per_task - 1) / max_per_task;
+    }
+    return c;
+}
+
 static inline void v8_ops_chunk_range(const v8_ops_chunks *c, int64_t task, int64_t *begin,
                                       int64_t *end) {
     int64_t b = task * c->per_task;
