@@ -91,3 +91,34 @@ def test_bind_refuses_unknown_names_and_copies(program: Program) -> None:
         program.bind("add", z=b)
     with pytest.raises(ValueError, match="not contiguous"):
         program.bind("add", b=np.ones((1, 2 * N), F32)[:, ::2])
+
+
+def test_a_prepared_call_reads_its_arrays_refilled_in_place(program: Program) -> None:
+    """A prepared call binds its per-call arrays once and reads their current values; a
+    bound.run with other arrays in between does not redirect it."""
+    rng = np.random.default_rng(9)
+    a, b, c = rng.standard_normal((3, 1, N)).astype(F32)
+    bound = program.bind("add", b=b)
+    call = bound.prepared(1, a=a)
+    (y,) = call(0)
+    assert np.array_equal(y, a + b)
+    a[...] = rng.standard_normal((1, N)).astype(F32)
+    (y,) = bound.run(a=c)                        # rebinds the slot to c
+    assert np.array_equal(y, c + b)
+    (y,) = call(0)
+    assert np.array_equal(y, a + b)
+    (z,) = call(0)
+    assert z is not y and np.array_equal(z, y)   # fresh outputs every call
+
+
+def test_a_prepared_call_takes_exactly_contiguous_per_call_arrays(program: Program) -> None:
+    a, b = np.ones((2, 1, N), F32)
+    bound = program.bind("add", b=b)
+    with pytest.raises(ValueError, match="passes exactly"):
+        bound.prepared(1, a=a, b=b)                # b is bound
+    with pytest.raises(ValueError, match="unknown inputs"):
+        bound.prepared(1, a=a, c=b)
+    with pytest.raises(ValueError, match="missing input 'a'"):
+        bound.prepared(1)
+    with pytest.raises(ValueError, match="not contiguous"):
+        bound.prepared(1, a=np.ones((1, 2 * N), F32)[:, ::2])

@@ -35,7 +35,7 @@ from v8dialect.ir.ledger import read_ledger
 from v8dialect.ir.structure import entry_points
 from v8dialect.ops.last_token import LastTokenOp
 from v8dialect.runtime.host import restrict_to_build
-from v8dialect.runtime.program import BoundPhase, Program, build
+from v8dialect.runtime.program import BoundPhase, PreparedCall, Program, build
 
 F32 = np.float32
 
@@ -48,6 +48,31 @@ class SessionError(Exception):
 class PhaseResult:
     logits: np.ndarray[Any, Any]
     checkpoints: Mapping[str, np.ndarray[Any, Any]]
+
+
+def phase_result(outputs: Sequence[np.ndarray[Any, Any]], checkpoints: Sequence[str]) -> PhaseResult:
+    """The logits (first output) and the kept checkpoints (the last outputs, by name)."""
+    kept = dict(zip(checkpoints, outputs[len(outputs) - len(checkpoints):], strict=True))
+    return PhaseResult(outputs[0], kept)
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    """The decode phase's prepared call and the token and position arrays it reads, which
+    ModelSession.decode refills in place each step."""
+
+    call: PreparedCall
+    tokens: np.ndarray[Any, Any]
+    positions: np.ndarray[Any, Any]
+    checkpoints: tuple[str, ...]
+
+    def set_position(self, p: int) -> None:
+        """The token's position as ModelSession.positions gives it: one stream, or for
+        multi-section RoPE p in the first three streams and 0 (never written) in the fourth."""
+        if self.positions.ndim == 1:
+            self.positions[0] = p
+        else:
+            self.positions[:3] = p
 
 
 def build_graph(model: Path, circuit: str, prefill_tokens: int, kv_capacity: int | None,
@@ -246,6 +271,8 @@ class ModelSession:
     # (built program, phase) -> the phase with the state and weight arrays bound; dropped when
     # reset replaces a state array
     bound_phases: dict[tuple[int, str], BoundPhase] = field(default_factory=dict[tuple[int, str], BoundPhase])
+    # workers -> the decode phase's prepared call; dropped with bound_phases
+    decode_steps: dict[int, DecodeStep] = field(default_factory=dict[int, DecodeStep])
     # the ggml build class whose ISA every program's kernels are held to (restrict_to)
     restricted_to: str | None = None
 
@@ -311,6 +338,7 @@ class ModelSession:
         except MemoryError as e:  # a KV capacity this machine cannot hold is the user's input
             self.state = {}
             self.bound_phases.clear()
+            self.decode_steps.clear()
             raise SessionError(f"the KV caches and recurrent states do not fit in memory ({e}); "
                                "build with a smaller --kv-capacity") from None
         self.n_past = self.written = 0
@@ -322,6 +350,7 @@ class ModelSession:
         if held is None or held.shape != shape or held.dtype != dtype:
             self.state[name] = np.zeros(shape, dtype)
             self.bound_phases.clear()
+            self.decode_steps.clear()
         elif positions:
             held[:, :self.written] = 0
         else:
@@ -358,9 +387,7 @@ class ModelSession:
         outputs = self.bound(built, phase).run(n_past=self.n_past, workers=workers, tokens=toks,
                                                positions=pos)
         self.n_past += len(toks)
-        names = built.checkpoint_names.get(phase, [])
-        kept = dict(zip(names, outputs[len(outputs) - len(names):], strict=True))
-        return PhaseResult(outputs[0], kept)
+        return phase_result(outputs, built.checkpoint_names.get(phase, []))
 
     def bound(self, built: BuiltProgram, phase: str) -> BoundPhase:
         """The phase with this session's weights, caches and states bound once (a decode step
@@ -397,7 +424,30 @@ class ModelSession:
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def decode(self, token: int, workers: int = 1) -> PhaseResult:
-        return self.run("decode", [token], workers)
+        """One token through the decode phase; through its prepared call (DecodeStep), the
+        same arithmetic as run("decode", [token]) with the per-call work done once."""
+        step = self.decode_steps.get(workers)
+        if step is None:
+            if "decode" not in self.program.phases:
+                return self.run("decode", [token], workers)
+            step = self.decode_steps[workers] = self.decode_step(workers)
+        if self.n_past + 1 > self.cache_positions:
+            raise SessionError(f"{self.n_past} cached + 1 new positions exceed the KV capacity of "
+                               f"{self.cache_positions}")
+        step.tokens[0] = token
+        step.set_position(self.n_past)
+        self.written = max(self.written, self.n_past + 1)
+        outputs = step.call(self.n_past)
+        self.n_past += 1
+        return phase_result(outputs, step.checkpoints)
+
+    def decode_step(self, workers: int) -> DecodeStep:
+        built = next(iter(self.programs.values()))
+        sig = built.program.phases["decode"]
+        tokens = np.zeros(sig.by_name["tokens"].shape, np.int32)
+        positions = np.zeros(sig.by_name["positions"].shape, np.int32)
+        call = self.bound(built, "decode").prepared(workers, tokens=tokens, positions=positions)
+        return DecodeStep(call, tokens, positions, tuple(built.checkpoint_names.get("decode", [])))
 
     def close(self) -> None:
         for built in self.programs.values():
