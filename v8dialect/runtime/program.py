@@ -322,9 +322,7 @@ class Program:
                 continue
             if buf.token_axis is not None:
                 raise ValueError(f"input '{buf.name}' has one entry per token: pass it with each call")
-            if not fixed[buf.name].flags.c_contiguous:
-                raise ValueError(f"input '{buf.name}' is not contiguous: a bound copy would not see "
-                                 "the array's later updates")
+            require_contiguous(buf.name, fixed[buf.name])
             set_slot(frame, i, c_input(ffi, buf, fixed, None))
             frame.given[i] = fixed[buf.name]
         return BoundPhase(self, sig, frame)
@@ -366,6 +364,13 @@ def check_names(sig: PhaseSignature, given: Collection[str]) -> None:
     if missing:
         raise ValueError(f"missing input '{missing[0].name}' ({missing[0].dtype}"
                          f"{list(missing[0].shape)})")
+
+
+def require_contiguous(name: str, array: np.ndarray[Any, Any]) -> None:
+    """An input bound once and read in place must be the caller's own memory."""
+    if not array.flags.c_contiguous:
+        raise ValueError(f"input '{name}' is not contiguous: a bound copy would not see the "
+                         "array's later updates")
 
 
 def set_slot(frame: _Frame, slot: int, arg: Any) -> None:
@@ -415,13 +420,11 @@ class BoundPhase:
         if sig.max_tokens is not None:
             raise ValueError(f"{sig.name}: takes a token count per call; a prepared call is for "
                              "phases of a fixed token count")
-        ffi = program.extension.ffi
         for name, array in inputs.items():
-            if not array.flags.c_contiguous:
-                raise ValueError(f"input '{name}' is not contiguous: refilled in place, a bound "
-                                 "copy would not see it")
+            require_contiguous(name, array)
+        ffi = program.extension.ffi
         slots = tuple((i, c_input(ffi, sig.inputs[i], inputs, None)) for i in self.per_call)
-        return PreparedCall(self, program.pool(workers), slots, tuple(inputs.values()))
+        return PreparedCall(self, program.pool(workers), slots)
 
     def run(self, *, n_past: int = 0, workers: int = 1,
             **inputs: np.ndarray[Any, Any]) -> list[np.ndarray[Any, Any]]:
@@ -447,8 +450,8 @@ class PreparedCall:
 
     bound: BoundPhase
     pool: Any
-    slots: tuple[tuple[int, Any], ...]  # (input slot, C buffer of the caller's array)
-    keep: tuple[np.ndarray[Any, Any], ...]  # the caller's arrays, alive while bound
+    # (input slot, C buffer of the caller's array; the buffer keeps the array alive)
+    slots: tuple[tuple[int, Any], ...]
 
     @cached_property
     def entry(self) -> tuple[Any, list[tuple[tuple[int, ...], Any]]]:
@@ -460,7 +463,7 @@ class PreparedCall:
     def __call__(self, n_past: int) -> list[np.ndarray[Any, Any]]:
         frame = self.bound.frame
         for slot, buf in self.slots:  # a BoundPhase.run between calls may have rebound them
-            frame.slots[slot] = buf
+            set_slot(frame, slot, buf)
         packed, shapes = self.entry
         outputs = [np.zeros(shape, dtype) for shape, dtype in shapes]
         return self.bound.program.call_outputs(self.bound.sig, self.pool, (n_past,), frame, outputs,
