@@ -31,6 +31,8 @@ n_past 64 and a 64-token prefill in both engines, with bit-exactness.
     python bench/model_vs_llamacpp.py [--layers 28] [--steps 16] [--threads 1,2]
         [--n-past 128,1024,4096] [--prefill 64,512] [--cpu-mask native|avx2] [--json out.json]
         [--families qwen2,nanbeige,gemma3,qwen3vl,qwen35]
+
+An empty --n-past or --prefill skips those rows (e.g. --prefill "" --families "" times decode only).
 """
 
 from __future__ import annotations
@@ -387,6 +389,17 @@ def print_table(rows: list[dict[str, Any]]) -> None:
           "weights and the fp16 K/V rows the step's attention reads")
 
 
+def counts(text: str) -> list[int]:
+    """A comma-separated list of positive integers; empty text is an empty list."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
+    if any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"every value must be positive: {text!r}")
+    return values
+
+
 def chosen_llama_lib(cpu_mask: str) -> Path | None:
     """Under the AVX2 mask, llama.cpp built for AVX2 (test/e2e/llamacpp_avx2.sh) when it is
     built: it is what an AVX2-only host runs.  llama_cpp reads LLAMA_CPP_LIB_PATH when first
@@ -406,9 +419,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=28)
     ap.add_argument("--steps", type=int, default=16)
-    ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--n-past", default="128,1024,4096")
-    ap.add_argument("--prefill", default="64,512")
+    ap.add_argument("--threads", type=counts, default="1,2")
+    ap.add_argument("--n-past", type=counts, default="128,1024,4096",
+                    help="decode positions, comma-separated (empty: no decode rows)")
+    ap.add_argument("--prefill", type=counts, default="64,512",
+                    help="prompt lengths, comma-separated (empty: no prefill rows)")
     ap.add_argument("--cpu-mask", choices=("native", "avx2"), default="native")
     ap.add_argument("--families", default="qwen2,nanbeige,gemma3,qwen3vl,qwen35",
                     help="the other families' small test models (empty: none)")
@@ -418,26 +433,28 @@ def main() -> None:
     args = ap.parse_args()
     llama_lib = chosen_llama_lib(args.cpu_mask)
     if args.rss_of:
-        rss_child(args.rss_of, args.model, int(args.threads))
+        rss_child(args.rss_of, args.model, args.threads[0])
         return
     from v8dialect.parity.llamacpp import LlamaCppModel, oracle_info
     from v8dialect.runtime.model_session import ModelSession
 
-    n_pasts = [int(n) for n in args.n_past.split(",")]
-    prefills = [int(n) for n in args.prefill.split(",")]
+    n_pasts, prefills = args.n_past, args.prefill
+    if not args.threads or not (n_pasts or prefills):
+        ap.error("nothing to measure: give --threads and --n-past or --prefill")
     args.model.parent.mkdir(parents=True, exist_ok=True)
     print(f"writing {args.model} ({args.layers} layers) ...", flush=True)
     streamed = write_model(args.model, args.layers)
     print("building the v8 program (first time: C compile) ...", flush=True)
-    v8 = ModelSession.open(args.model, "qwen3", prefill_tokens=max(prefills),
-                           kv_capacity=max(max(n_pasts) + args.steps + WARM_ROUNDS * (1 + BURST) + 8,
-                                           max(prefills)),
+    prompt_tokens = max(prefills, default=1)
+    v8 = ModelSession.open(args.model, "qwen3", prefill_tokens=prompt_tokens,
+                           kv_capacity=max(max(n_pasts, default=0) + args.steps
+                                           + WARM_ROUNDS * (1 + BURST) + 8, prompt_tokens),
                            overrides=parity_overrides(args.model, "qwen3"), name="v8_bench")
     lib = restrict_cpu(v8, args.cpu_mask)
     # generation after a prompt reads the last token's logits only: llama.cpp then computes
     # that row alone from the last layer's attention output on, and so does this build
-    v8_last = ModelSession.open(args.model, "qwen3", prefill_tokens=max(prefills),
-                                kv_capacity=max(prefills), prefill_logits="last",
+    v8_last = ModelSession.open(args.model, "qwen3", prefill_tokens=prompt_tokens,
+                                kv_capacity=prompt_tokens, prefill_logits="last",
                                 overrides=parity_overrides(args.model, "qwen3"), name="v8_bench_last")
     restrict_cpu(v8_last, args.cpu_mask)
     ll = LlamaCppModel(args.model, repack=True)
@@ -449,7 +466,7 @@ def main() -> None:
     roofline: dict[int, float] = {}
     rss: dict[str, float] = {}
     rng = np.random.default_rng(1)
-    for threads in (int(t) for t in args.threads.split(",")):
+    for threads in args.threads:
         roofline[threads] = stream_roofline(threads)
         print(f"threads {threads}: streaming read {roofline[threads]:.1f} GB/s", flush=True)
         for n_past in n_pasts:
@@ -481,7 +498,7 @@ def main() -> None:
     families = [f for f in args.families.split(",") if f]
     if families:
         print("other families, small test models:", flush=True)
-        rows += family_rows(families, [int(t) for t in args.threads.split(",")], args.steps,
+        rows += family_rows(families, args.threads, args.steps,
                             args.cpu_mask)
     for engine in ("v8", "llamacpp"):
         rss[engine] = peak_rss_mib(engine, args.model, 1)
