@@ -98,6 +98,8 @@ class PhasePrinter:
     w: CWriter
     pool_users: set[str] = field(default_factory=set[str])  # functions that run kernels on the pool
     names: dict[SSAValue, str] = field(default_factory=dict[SSAValue, str])
+    # a profiled build: each call's and inline op's index in the module's site table
+    sites: dict[Operation, int] | None = None
 
     @property
     def entry(self) -> bool:
@@ -353,7 +355,23 @@ class PhasePrinter:
     def print_call(self, op: CallOp) -> None:
         self.comment(op)
         args = [self.argument(op.values, a) for a in op.args.data]
-        self.print_checked(f"{op.callee.data}({', '.join(args)})")
+        call = f"{op.callee.data}({', '.join(args)})"
+        if self.sites is None:
+            self.print_checked(call)
+            return
+        self.print_timed(op, f"st = {call};")
+        self.w.line("if (st != V8_OK) {")
+        self.w.line("    return st;")
+        self.w.line("}")
+
+    def print_timed(self, op: CallOp | InlineOp, statement: str) -> None:
+        """A profiled build's statement between two clock reads, added to the op's site."""
+        assert self.sites is not None
+        self.w.line("{")
+        self.w.line("    const uint64_t t0 = v8_profile_clock_ns();")
+        self.w.line(f"    {statement}")
+        self.w.line(f"    v8_profile_add(&v8_profile_table[{self.sites[op]}], t0);")
+        self.w.line("}")
 
     def print_checked(self, call: str) -> None:
         """A call whose status the function returns unless it is V8_OK."""
@@ -395,7 +413,11 @@ class PhasePrinter:
         for d in dims[1:]:
             per_token *= d
         names = [self.names[v] for v in (out, *inputs)]
-        self.w.line(f"v8_inline_{op.kind.data}({', '.join(names)}, {self.elements(dims[0], per_token)});")
+        statement = f"v8_inline_{op.kind.data}({', '.join(names)}, {self.elements(dims[0], per_token)});"
+        if self.sites is None:
+            self.w.line(statement)
+        else:
+            self.print_timed(op, statement)
 
     def elements(self, tokens: int, per_token: int) -> str:
         """The element count of `tokens` rows: with the phase's run-time token count, n_tokens rows."""

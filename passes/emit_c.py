@@ -38,6 +38,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     ModuleOp,
 )
+from xdsl.ir import Operation
 from xdsl.utils.target import Target
 
 from v8dialect.diagnostics import V8Error, located, op_error
@@ -149,7 +150,96 @@ static inline size_t v8_max_size(size_t a, size_t b) { return a > b ? a : b; }
 """
 
 
-def print_module(module: ModuleOp, out: IO[str]) -> None:
+def c_string(text: str) -> str:
+    """A C string literal of `text` (printable ASCII as is, everything else escaped)."""
+    body = "".join(c if c.isascii() and c.isprintable() and c not in '"\\?' else
+                   "".join(f"\\{b:03o}" for b in c.encode()) for c in text)
+    return f'"{body}"'
+
+
+PROFILE_FUNCTIONS = """
+/* Wall time, the caller's view: a threadpool call counts until its last task ends. */
+static uint64_t v8_profile_clock_ns(void) {
+    struct timespec now;
+    if (timespec_get(&now, TIME_UTC) != TIME_UTC) {
+        return 0;
+    }
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+/* Relaxed atomics: two threads may run one program's phases at once. */
+static void v8_profile_add(v8_profile_site *site, uint64_t t0) {
+    const uint64_t t1 = v8_profile_clock_ns();
+    __atomic_fetch_add(&site->calls, 1u, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&site->ns, t1 > t0 ? t1 - t0 : 0u, __ATOMIC_RELAXED);
+}
+"""
+
+
+def profile_sites(functions: list[func.FuncOp]) -> dict[Operation, int]:
+    """Every kernel call and inline op, numbered in print order."""
+    ops = [op for fn in functions for op in fn.body.block.ops if isinstance(op, CallOp | InlineOp)]
+    return {op: i for i, op in enumerate(ops)}
+
+
+def calling_phases(functions: list[func.FuncOp]) -> dict[str, str]:
+    """Function name -> the entry points that run it, directly or through layer functions."""
+    callees = {fn.sym_name.data: [op.callee.string_value() for op in fn.body.block.ops
+                                  if isinstance(op, InvokeOp)] for fn in functions}
+    phases: dict[str, set[str]] = {name: set() for name in callees}
+    for fn in functions:
+        if not is_entry_point(fn):
+            continue
+        todo = [fn.sym_name.data]
+        while todo:
+            name = todo.pop()
+            if fn.sym_name.data not in phases[name]:
+                phases[name].add(fn.sym_name.data)
+                todo += callees.get(name, [])
+    return {name: "+".join(sorted(found)) for name, found in phases.items()}
+
+
+def site_entry(op: CallOp | InlineOp, phases: dict[str, str]) -> str:
+    fn = op.parent_op()
+    assert isinstance(fn, func.FuncOp)
+    callee = op.callee.data if isinstance(op, CallOp) else f"v8_inline_{op.kind.data}"
+    words = (phases[fn.sym_name.data], fn.sym_name.data, op.node.data, op.resolved.word("kernel"),
+             callee)
+    return "{" + ", ".join(c_string(w) for w in words) + ", 0, 0}"
+
+
+def print_profile_table(w: CWriter, sites: dict[Operation, int], phases: dict[str, str]) -> None:
+    """A profiled build's site table and its accessor; without sites the accessor finds none."""
+    if not sites:
+        w.line("size_t v8_program_profile(v8_profile_site **sites) {")
+        w.line("    if (sites != NULL) {")
+        w.line("        *sites = NULL;")
+        w.line("    }")
+        w.line("    return 0;")
+        w.line("}")
+        w.line()
+        return
+    w.line("/* ---- profile: each kernel call and inline op below adds its time to its site ---- */")
+    w.line("#include <time.h>")
+    w.out.write(PROFILE_FUNCTIONS)
+    w.line()
+    w.line(f"static v8_profile_site v8_profile_table[{len(sites)}] = {{")
+    for op in sites:
+        assert isinstance(op, CallOp | InlineOp)
+        w.line(f"    {site_entry(op, phases)},")
+    w.line("};")
+    w.line()
+    w.line("size_t v8_program_profile(v8_profile_site **sites) {")
+    w.line("    if (sites != NULL) {")
+    w.line("        *sites = v8_profile_table;")
+    w.line("    }")
+    w.line(f"    return {len(sites)};")
+    w.line("}")
+    w.line()
+
+
+def print_module(module: ModuleOp, out: IO[str], profile: bool = False) -> None:
+    """profile: time every kernel call and inline op into a site table (v8_program_profile)."""
     check_call_ready(module)
     kinds = inline_kinds(module)
     includes = headers(module)
@@ -169,12 +259,19 @@ def print_module(module: ModuleOp, out: IO[str]) -> None:
     functions = [op for op in module.walk() if isinstance(op, func.FuncOp)]
     if not any(is_entry_point(fn) for fn in functions):
         raise V8Error([located("<module>", f"{STAGE}: no phase functions to print")])
+    functions.sort(key=is_entry_point)  # static layer functions before their callers
+    sites = profile_sites(functions) if profile else None
+    print_profile_table(w, sites or {}, calling_phases(functions))
     pool_users: set[str] = set()
-    for fn in sorted(functions, key=is_entry_point):  # static layer functions before their callers
-        printer = PhasePrinter(fn, w, pool_users)
+    for fn in functions:
+        printer = PhasePrinter(fn, w, pool_users, sites=sites)
         printer.print()
         if printer.uses_threadpool():
             pool_users.add(fn.sym_name.data)
+
+
+# every program defines it; a build without profiling has no sites
+PROFILE_DECLARATION = "size_t v8_program_profile(v8_profile_site **sites);"
 
 
 def print_declarations(module: ModuleOp, out: IO[str]) -> None:
@@ -183,6 +280,7 @@ def print_declarations(module: ModuleOp, out: IO[str]) -> None:
     point's packed form, which that extension binds."""
     w = CWriter(out)
     w.line('#include "v8_runtime.h"')
+    w.line(PROFILE_DECLARATION)
     for fn in entry_points(module):
         printer = PhasePrinter(fn, w)
         printer.print_declarations()

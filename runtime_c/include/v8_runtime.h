@@ -137,6 +137,23 @@ v8_status v8_parallel_for(v8_threadpool *pool, int64_t n_tasks, v8_task_fn fn, v
 void v8_threadpool_audit_upper(int on);
 uintptr_t v8_threadpool_audit_finding(int *at_job_start);
 
+/* ---- call-site profile ------------------------------------------------- */
+
+/* One kernel call (or inline op) of a generated program built with profiling: where it is and
+ * what it runs, how often it ran and for how long in all (wall time as its caller sees it, so a
+ * threadpool call counts until its last task ends).  A program's sites come from its
+ * v8_program_profile(&sites), which returns their count (0 for a build without profiling);
+ * the counters may be zeroed between measurements. */
+typedef struct v8_profile_site {
+    const char *phase;    /* the entry point that runs it (phases sharing a function: a+b) */
+    const char *function; /* that phase, or the layer function the call is in */
+    const char *node;     /* the op it computes */
+    const char *kernel;   /* the kernel map that delivers it */
+    const char *callee;   /* the C function it calls */
+    uint64_t calls;
+    uint64_t ns;
+} v8_profile_site;
+
 #ifdef __cplusplus
 }
 #endif

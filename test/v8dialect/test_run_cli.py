@@ -40,6 +40,22 @@ def test_tokens_in_micro_batches_then_greedy_decode(model: Path) -> None:
     assert "prefill returns the last token's logits" in done.stderr  # qwen3 declares output_rows
 
 
+def test_profile_says_where_each_phase_went(model: Path) -> None:
+    done = v8_run(str(model), "--circuit", "qwen3", "--tokens", "5,6,7,8", "-n", "6", "--profile",
+                  "--threads", "2")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for phase in ("prefill", "decode"):
+        start = lines.index(next(line for line in lines if line.startswith(f"profile of {phase}:")))
+        rows = [line.split() for line in lines[start + 2:]]
+        rows = rows[:next((i for i, r in enumerate(rows) if r[0] == "profile"), len(rows))]
+        # every layer's attention runs once per call of the phase: 5 decode steps, 1 prefill
+        calls = {r[0]: int(r[2]) for r in rows if r[1].startswith("attn_")}
+        assert calls["attn"] == S.FAMILIES["qwen3"].layers * (5 if phase == "decode" else 1)
+        shares = [float(r[4].rstrip("%")) for r in rows]
+        assert shares == sorted(shares, reverse=True) and abs(sum(shares) - 100.0) < 0.5
+
+
 def test_prompt_text_goes_through_the_files_tokenizer(model: Path) -> None:
     done = v8_run(str(model), "--circuit", "qwen3", "--prompt", "abc abc", "-n", "3")
     assert done.returncode == 0, done.stderr

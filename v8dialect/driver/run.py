@@ -7,7 +7,9 @@ The prompt runs in micro-batches of at most --ubatch tokens (as llama.cpp's), re
 last token's logits only where the circuit declares how llama.cpp selects that row (its
 output_rows; every position's elsewhere), then -n tokens are decoded greedily (argmax).
 Prints the generated token ids, the text when a tokenizer is available (llama.cpp's, reading
-the same file vocabulary-only: the 'oracle' extra), and tokens/s for prefill and decode.  The
+the same file vocabulary-only: the 'oracle' extra), and tokens/s for prefill and decode;
+--profile builds the program with every kernel call timed (same bits) and adds, per phase, each
+(node, kernel)'s calls and share of the phase's kernel time, over all layers.  The
 first build of a program compiles C (tens of seconds for a large model); later runs reuse the
 compiled code.  Errors are located and exit 1.
 """
@@ -26,6 +28,7 @@ import numpy as np
 from v8dialect.diagnostics import V8Error
 from v8dialect.driver.cli_args import ArgumentParser
 from v8dialect.runtime.model_session import ModelSession, SessionError
+from v8dialect.runtime.program import ProfileRow
 
 NO_TOKENIZER = "(no tokenizer: install the 'oracle' extra to read and print text)"
 
@@ -49,6 +52,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--ubatch", type=int, default=512, help="prompt micro-batch size")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a manifest override for v8-build")
+    p.add_argument("--profile", action="store_true",
+                   help="time every kernel call and print where each phase's time went")
     return p.parse_args(argv)
 
 
@@ -100,7 +105,7 @@ def run(args: argparse.Namespace) -> None:
     # selects that row, the prefill computes it alone, as llama.cpp does when generating
     session = ModelSession.open(args.model, args.circuit, prefill_tokens=first,
                                 kv_capacity=args.kv_capacity, overrides=args.set, name="v8_run",
-                                prefill_logits="auto")
+                                prefill_logits="auto", profile=args.profile)
     rows = "the last token's logits" if session.last_token_prefill else "every position's logits"
     print(f"v8-run: ready in {time.perf_counter() - t0:.1f} s (prefill returns {rows})",
           file=sys.stderr, flush=True)
@@ -110,6 +115,8 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError(f"token ids {bad[:5]} are outside the vocabulary of {vocab_size}")
     try:
         generate(session, ids, args, vocab)
+        if args.profile:
+            print("\n".join(profile_table(session.profile())))
     finally:
         session.close()
         if vocab is not None:
@@ -135,6 +142,29 @@ def generate(session: ModelSession, ids: list[int], args: argparse.Namespace, vo
     print(f"prefill: {len(ids)} tokens in {t_prefill * 1e3:.1f} ms ({len(ids) / t_prefill:.1f} tokens/s); "
           f"decode: {decode_steps} steps in {t_decode * 1e3:.1f} ms"
           + (f" ({decode_steps / t_decode:.1f} tokens/s)" if decode_steps and t_decode > 0 else ""))
+
+
+def profile_table(rows: Sequence[ProfileRow]) -> list[str]:
+    """Per phase, each (node, kernel) over every layer that runs it: calls, milliseconds, share of
+    the phase's kernel time; largest first."""
+    totals: dict[tuple[str, str, str], list[float]] = {}
+    for r in rows:
+        entry = totals.setdefault((r.phase, r.node, r.kernel), [0, 0.0])
+        entry[0] += r.calls
+        entry[1] += r.seconds
+    lines: list[str] = []
+    for phase in sorted({key[0] for key in totals}):
+        mine = sorted(((key, v) for key, v in totals.items() if key[0] == phase and v[0]),
+                      key=lambda item: -item[1][1])
+        spent = sum(v[1] for _, v in mine)
+        if not mine:
+            continue
+        lines.append(f"profile of {phase}: {spent * 1e3:.2f} ms in kernels")
+        lines.append(f"  {'node':<24} {'kernel':<40} {'calls':>7} {'ms':>9} {'share':>6}")
+        for (_, node, kernel), (calls, seconds) in mine:
+            lines.append(f"  {node:<24} {kernel:<40} {int(calls):>7} {seconds * 1e3:>9.3f} "
+                         f"{seconds / spent if spent else 0.0:>6.1%}")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:

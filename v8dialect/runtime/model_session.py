@@ -35,7 +35,7 @@ from v8dialect.ir.ledger import read_ledger
 from v8dialect.ir.structure import entry_points
 from v8dialect.ops.last_token import LastTokenOp
 from v8dialect.runtime.host import restrict_to_build
-from v8dialect.runtime.program import BoundPhase, PreparedCall, Program, build
+from v8dialect.runtime.program import BoundPhase, PreparedCall, ProfileRow, Program, build
 
 F32 = np.float32
 
@@ -224,6 +224,13 @@ class ModelSource:
     # "last": each prefill call returns its last token's logits only; "auto": so where the
     # circuit says how llama.cpp selects that row (v8-build --prefill-logits)
     prefill_logits: str = "all"
+    # every kernel call keeps its runs and time (Program.profile); same bits
+    profile: bool = False
+
+    @property
+    def build_name(self) -> str:
+        return (self.name + ("_checkpoints" if self.checkpoints else "")
+                + ("_profile" if self.profile else ""))
 
 
 @dataclass(frozen=True)
@@ -251,7 +258,7 @@ def build_program(source: ModelSource, prefill_tokens: int) -> BuiltProgram:
     if source.checkpoints:
         PassPipeline((KeepCheckpoints(),)).apply(context(), module)
     names = {fn.sym_name.data: checkpoint_names(fn) for fn in functions}
-    program = build(module, name=source.name + ("_checkpoints" if source.checkpoints else ""))
+    program = build(module, name=source.build_name, profile=source.profile)
     ledger = read_ledger(module) or {}
     resolutions = {key: (r.word("kernel"), r.word("contract")) for key, r in ledger.items()}
     return BuiltProgram(program, names, resolutions, rows, last_token)
@@ -279,12 +286,13 @@ class ModelSession:
     @classmethod
     def open(cls, model: Path, circuit: str, *, prefill_tokens: int, kv_capacity: int | None = None,
              checkpoints: bool = False, overrides: Sequence[str] = (),
-             name: str = "v8_model", prefill_logits: str = "all") -> ModelSession:
+             name: str = "v8_model", prefill_logits: str = "all",
+             profile: bool = False) -> ModelSession:
         """prefill_logits="last": prefill returns the prompt's last logits row only (the ops
         after the circuit's output_rows node run on that row), as generation after a prompt
         needs; "auto": so where the circuit declares output_rows."""
         source = ModelSource(model, circuit, kv_capacity, tuple(overrides), checkpoints, name,
-                             prefill_logits)
+                             prefill_logits, profile)
         first = build_program(source, prefill_tokens)
         # the program keys its inputs by argument position (two reads of one tensor under
         # different transforms or layouts are two inputs); every prefill length has the same
@@ -316,6 +324,15 @@ class ModelSession:
         self.restricted_to = build
         for built in self.programs.values():
             restrict_to_build(built.program.extension.lib, build)
+
+    def profile(self) -> list[ProfileRow]:
+        """Each built program's call sites (one program per prefill length) with their runs and
+        time since the session opened or reset_profile; an error unless opened with profile."""
+        return [row for built in self.programs.values() for row in built.program.profile()]
+
+    def reset_profile(self) -> None:
+        for built in self.programs.values():
+            built.program.reset_profile()
 
     def resolution(self, phase: str, node: str) -> tuple[str, str]:
         """(provider kernel id, contract id) the node of that phase resolved to."""

@@ -78,11 +78,11 @@ def stages_needed(module: ModuleOp, **resolve_options: str | None) -> list[Modul
     return stages
 
 
-def emit_c(module: ModuleOp) -> str:
+def emit_c(module: ModuleOp, profile: bool = False) -> str:
     from v8passes.emit_c import print_module
 
     out = StringIO()
-    print_module(module, out)
+    print_module(module, out, profile=profile)
     return out.getvalue()
 
 
@@ -253,6 +253,21 @@ class _Frame:
         return cls(ffi.new("void *[]", slots), [None] * slots, [None] * slots)
 
 
+@dataclass(frozen=True)
+class ProfileRow:
+    """One kernel call or inline op of a profiled program (v8_profile_site): the phase that runs
+    it, its function (that phase or a layer function), node, kernel map and C function; runs
+    and seconds in all since the program was built or the profile reset."""
+
+    phase: str
+    function: str
+    node: str
+    kernel: str
+    callee: str
+    calls: int
+    seconds: float
+
+
 @dataclass
 class Program:
     """A compiled module: call ``run(phase, ...)`` with numpy arrays."""
@@ -282,6 +297,30 @@ class Program:
 
     def __del__(self) -> None:
         self.close()
+
+    def profile_sites(self) -> Any:
+        """The C site table (v8_profile_site[]) and its length; an error for a build without
+        profiling (build(..., profile=True))."""
+        ffi = self.extension.ffi
+        table = ffi.new("v8_profile_site **")
+        count = int(self.extension.lib.v8_program_profile(table))
+        if count == 0:
+            raise ValueError("this program was built without profiling (build(..., profile=True))")
+        return table[0], count
+
+    def profile(self) -> list[ProfileRow]:
+        """Every call site's runs and time so far, in program order."""
+        ffi = self.extension.ffi
+        table, count = self.profile_sites()
+        return [ProfileRow(*(ffi.string(getattr(site, k)).decode() for k in PROFILE_WORDS),
+                           calls=int(site.calls), seconds=int(site.ns) * 1e-9)
+                for site in (table[i] for i in range(count))]
+
+    def reset_profile(self) -> None:
+        table, count = self.profile_sites()
+        for i in range(count):
+            table[i].calls = 0
+            table[i].ns = 0
 
     def signature(self, phase: str) -> PhaseSignature:
         sig = self.phases.get(phase)
@@ -354,6 +393,9 @@ class Program:
             name = ffi.string(lib.v8_status_name(status)).decode()
             raise RuntimeError(f"{sig.name} failed: {name} (status {status})")
         return outputs
+
+PROFILE_WORDS = ("phase", "function", "node", "kernel", "callee")
+
 
 def check_names(sig: PhaseSignature, given: Collection[str]) -> None:
     """A located error for an unknown or a missing input name."""
@@ -471,7 +513,11 @@ class PreparedCall:
 
 
 def build(module: ModuleOp | str, *, kernel_maps: str | None = None, registry: str | None = None,
-          mode: str = "bringup", name: str = "v8_model") -> Program:
+          mode: str = "bringup", name: str = "v8_model", profile: bool = False) -> Program:
+    """profile: every kernel call and inline op keeps its runs and time (Program.profile); a
+    profiled program computes the same bits, its calls each read the clock twice."""
+    from v8passes.emit_c import PROFILE_DECLARATION
+
     if isinstance(module, str):
         module = parse(module)
     ctx = context()
@@ -479,14 +525,14 @@ def build(module: ModuleOp | str, *, kernel_maps: str | None = None, registry: s
     data.select(registry=registry, kernel_maps=kernel_maps)
     PassPipeline(tuple(stages_needed(module, kernel_maps=kernel_maps, registry=registry,
                                      mode=mode))).apply(ctx, module)
-    c_source = emit_c(module)
+    c_source = emit_c(module, profile)
     phases = {fn.sym_name.data: signature(fn) for fn in entry_points(module)}
     # the kernels' C sources come from the maps that bound the calls, not from the IR
     kernel_sources = data.kernel_sources(sorted({op.resolved.word("kernel") for op in module.walk()
                                                  if isinstance(op, CallOp)}))
     spec = CBuild(
         name=name,
-        cdef=runtime_cdef() + "".join(p.cdef() for p in phases.values()),
+        cdef=runtime_cdef() + PROFILE_DECLARATION + "\n" + "".join(p.cdef() for p in phases.values()),
         source=entry_declarations(module),
         program=c_source,
         runtime_sources=RUNTIME_CORE_SOURCES,
