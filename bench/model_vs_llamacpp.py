@@ -30,9 +30,10 @@ n_past 64 and a 64-token prefill in both engines, with bit-exactness.
 
     python bench/model_vs_llamacpp.py [--layers 28] [--steps 16] [--threads 1,2]
         [--n-past 128,1024,4096] [--prefill 64,512] [--cpu-mask native|avx2] [--json out.json]
-        [--families qwen2,nanbeige,gemma3,qwen3vl,qwen35]
+        [--families qwen2,nanbeige,gemma3,qwen3vl,qwen35] [--profile]
 
-An empty --n-past or --prefill skips those rows (e.g. --prefill "" --families "" times decode only).
+--profile adds v8's decode step kernel by kernel at each thread count and n_past (from a build
+with every kernel call timed, the same bits).  An empty --n-past or --prefill skips those rows (e.g. --prefill "" --families "" times decode only).
 """
 
 from __future__ import annotations
@@ -207,6 +208,50 @@ def decode_rate(v8: Any, ll: Any, prompt: list[int], steps: int, threads: int,
     times.exact = all(np.array_equal(a.view(np.uint32), b.view(np.uint32))
                       for a, b in zip(ours, theirs, strict=True))
     return times
+
+
+def decode_profile(model: Path, args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """Where a decode step goes: v8 alone, built with every kernel call timed (same bits), the
+    same settled steps as the decode rows at each thread count and n_past; per (node, kernel)
+    over all layers, milliseconds per step and share of the step's kernel time."""
+    from v8dialect.runtime.model_session import ModelSession
+
+    session = ModelSession.open(model, "qwen3", prefill_tokens=8,
+                                kv_capacity=max(args.n_past) + args.steps + 8,
+                                overrides=parity_overrides(model, "qwen3"), name="v8_bench",
+                                profile=True)
+    restrict_cpu(session, args.cpu_mask)
+    rng = np.random.default_rng(2)
+    found: dict[str, list[dict[str, Any]]] = {}
+    for threads in args.threads:
+        for n_past in args.n_past:
+            session.reset()
+            session.prefill([int(t) for t in rng.integers(0, VOCAB, n_past)], threads, 512)
+            session.reset_profile()
+            step = [settled(lambda: session.decode(int(rng.integers(0, VOCAB)), threads))
+                    for _ in range(args.steps)]
+            per_node: dict[tuple[str, str], float] = {}
+            for r in session.profile():
+                if r.phase == "decode" and r.calls:
+                    per_node[(r.node, r.kernel)] = per_node.get((r.node, r.kernel), 0.0) + r.seconds
+            spent = sum(per_node.values())
+            found[f"{threads} thread(s), n_past {n_past}"] = [
+                {"node": node, "kernel": kernel, "ms_per_step": seconds / args.steps * 1e3,
+                 "share": seconds / spent, "step_ms": statistics.median(step) * 1e3}
+                for (node, kernel), seconds in sorted(per_node.items(), key=lambda kv: -kv[1])]
+    session.close()
+    return found
+
+
+def print_profile(found: dict[str, list[dict[str, Any]]]) -> None:
+    for case, rows in found.items():
+        kernels = sum(r["ms_per_step"] for r in rows)
+        print(f"\ndecode step, {case}: median {rows[0]['step_ms']:.2f} ms, "
+              f"{kernels:.2f} ms in kernels (v8 built with every kernel call timed)")
+        for r in rows:
+            if r["share"] >= 0.005:
+                print(f"  {r['node']:<16} {r['kernel']:<34} {r['ms_per_step']:8.3f} ms "
+                      f"{r['share']:6.1%}")
 
 
 def ll_config(threads: int, prompt: int) -> Any:
@@ -429,6 +474,8 @@ def main() -> None:
                     help="the other families' small test models (empty: none)")
     ap.add_argument("--json", type=Path, default=ROOT / "build" / "bench" / "model_vs_llamacpp.json")
     ap.add_argument("--model", type=Path, default=ROOT / "build" / "bench" / "qwen3_0p6b_shape.gguf")
+    ap.add_argument("--profile", action="store_true",
+                    help="also time v8's decode step kernel by kernel (a build with every call timed)")
     ap.add_argument("--rss-of", choices=("v8", "llamacpp"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     llama_lib = chosen_llama_lib(args.cpu_mask)
@@ -500,6 +547,7 @@ def main() -> None:
         print("other families, small test models:", flush=True)
         rows += family_rows(families, args.threads, args.steps,
                             args.cpu_mask)
+    profile = decode_profile(args.model, args) if args.profile and n_pasts else {}
     for engine in ("v8", "llamacpp"):
         rss[engine] = peak_rss_mib(engine, args.model, 1)
     print(f"\nCPU: {info.cpu}; v8 variant: {isa}; weights streamed per decode token "
@@ -512,11 +560,12 @@ def main() -> None:
               "mask, not this one")
     print(f"peak RSS (own process, prefill 64 + 8 decode steps): v8 {rss['v8']:.0f} MiB, "
           f"llama.cpp {rss['llamacpp']:.0f} MiB")
+    print_profile(profile)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"oracle": info.as_dict(), "v8_isa": isa, "cpu_mask": args.cpu_mask,
                                      "layers": args.layers, "weight_bytes_per_token": streamed,
                                      "streaming_read_gb_s": roofline, "peak_rss_mib": rss,
-                                     "rows": rows}, indent=1))
+                                     "rows": rows, "decode_profile": profile}, indent=1))
 
 
 if __name__ == "__main__":
