@@ -213,7 +213,8 @@ def decode_rate(v8: Any, ll: Any, prompt: list[int], steps: int, threads: int,
 def decode_profile(model: Path, args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     """Where a decode step goes: v8 alone, built with every kernel call timed (same bits), the
     same settled steps as the decode rows at each thread count and n_past; per (node, kernel)
-    over all layers, milliseconds per step and share of the step's kernel time."""
+    over all layers, milliseconds per step (the mean over the steps) and share of the step's
+    kernel time."""
     from v8dialect.runtime.model_session import ModelSession
 
     session = ModelSession.open(model, "qwen3", prefill_tokens=8,
@@ -237,7 +238,8 @@ def decode_profile(model: Path, args: argparse.Namespace) -> dict[str, list[dict
             spent = sum(per_node.values())
             found[f"{threads} thread(s), n_past {n_past}"] = [
                 {"node": node, "kernel": kernel, "ms_per_step": seconds / args.steps * 1e3,
-                 "share": seconds / spent, "step_ms": statistics.median(step) * 1e3}
+                 "share": seconds / spent, "step_ms": statistics.median(step) * 1e3,
+                 "mean_step_ms": statistics.fmean(step) * 1e3}
                 for (node, kernel), seconds in sorted(per_node.items(), key=lambda kv: -kv[1])]
     session.close()
     return found
@@ -246,8 +248,9 @@ def decode_profile(model: Path, args: argparse.Namespace) -> dict[str, list[dict
 def print_profile(found: dict[str, list[dict[str, Any]]]) -> None:
     for case, rows in found.items():
         kernels = sum(r["ms_per_step"] for r in rows)
-        print(f"\ndecode step, {case}: median {rows[0]['step_ms']:.2f} ms, "
-              f"{kernels:.2f} ms in kernels (v8 built with every kernel call timed)")
+        print(f"\ndecode step, {case}: median {rows[0]['step_ms']:.2f} ms, mean "
+              f"{rows[0]['mean_step_ms']:.2f} ms of which {kernels:.2f} ms in kernels (v8 built "
+              "with every kernel call timed; per step: the mean)")
         for r in rows:
             if r["share"] >= 0.005:
                 print(f"  {r['node']:<16} {r['kernel']:<34} {r['ms_per_step']:8.3f} ms "
