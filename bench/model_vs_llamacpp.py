@@ -361,8 +361,10 @@ def family_rows(names: list[str], threads: list[int], steps: int,
     return rows
 
 
-def stream_roofline(threads: int) -> float:
-    """GB/s of one read pass over 1 GiB (best of 5), split over `threads` workers."""
+@functools.cache
+def read_buffer() -> tuple[Any, Any, np.ndarray[Any, Any]]:
+    """The streaming-read kernel and 1 GiB for it to read, made once (first touch is slow on a
+    virtual machine)."""
     from v8dialect.runtime.cbuild import CBuild, build, runtime_cdef
 
     header = ROOT / "bench" / "stream_read.h"
@@ -371,7 +373,12 @@ def stream_roofline(threads: int) -> float:
                        extra_sources=(ROOT / "bench" / "stream_read.c",)))
     raw = np.ones((1 << 30) + 64, np.uint8)
     off = (-raw.ctypes.data) % 64
-    buf = mod.ffi.cast("void *", raw.ctypes.data + off)
+    return mod, mod.ffi.cast("void *", raw.ctypes.data + off), raw
+
+
+def stream_roofline(threads: int) -> float:
+    """GB/s of one read pass over 1 GiB (best of 5), split over `threads` workers."""
+    mod, buf, _ = read_buffer()
     pool = mod.lib.v8_threadpool_create(threads)
     try:
         best = float("inf")
@@ -423,17 +430,18 @@ def number(row: dict[str, Any], key: str, width: int) -> str:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     print(f"{'case':26s} {'thr':>3s} {'v8 tok/s':>10s} {'llama.cpp':>10s} {'v8/llama':>9s} "
-          f"{'v8 GB/s':>8s} {'ll GB/s':>8s} {'v8 roof':>8s} {'ll roof':>8s} {'v8 +KV':>8s} "
+          f"{'read':>6s} {'v8 GB/s':>8s} {'ll GB/s':>8s} {'v8 roof':>8s} {'ll roof':>8s} {'v8 +KV':>8s} "
           f"{'ll +KV':>8s} {'warm v8':>9s} {'warm ll':>9s} {'warm x':>7s} bit-exact")
     for r in rows:
         print(f"{r['what']:26s} {r['threads']:3d} {r['v8_tok_s']:10.2f} {r['llamacpp_tok_s']:10.2f} "
-              f"{r['ratio']:9.2f} {number(r, 'v8_gb_s', 8)} {number(r, 'llamacpp_gb_s', 8)} "
+              f"{r['ratio']:9.2f} {number(r, 'read_gb_s', 6)} {number(r, 'v8_gb_s', 8)} {number(r, 'llamacpp_gb_s', 8)} "
               f"{percent(r, 'v8_roofline')} {percent(r, 'llamacpp_roofline')} "
               f"{percent(r, 'v8_roofline_with_kv')} {percent(r, 'llamacpp_roofline_with_kv')} "
               f"{number(r, 'v8_tok_s_warm', 9)} {number(r, 'llamacpp_tok_s_warm', 9)} "
               f"{number(r, 'ratio_warm', 7)} {r.get('bit_exact', '')}")
     print("decode: the median step, each after 20 ms idle; warm: back-to-back bursts (a "
-          "generation loop).  roof: weight bytes per token against the streaming read; +KV: "
+          "generation loop).  read: GB/s of a streaming read just before and after the row (mean); "
+          "roof: weight bytes per token against that read; +KV: "
           "weights and the fp16 K/V rows the step's attention reads")
 
 
@@ -521,18 +529,21 @@ def main() -> None:
         print(f"threads {threads}: streaming read {roofline[threads]:.1f} GB/s", flush=True)
         for n_past in n_pasts:
             prompt = [int(t) for t in rng.integers(0, VOCAB, n_past)]
+            # the host's bandwidth drifts within minutes: each row's roofline is the read
+            # measured right before and right after it (their mean)
+            before = stream_roofline(threads)
             row = decode_rate(v8, ll, prompt, args.steps, threads, len(rows)).row(
                 f"decode @ n_past {n_past}", threads)
+            read = (before + stream_roofline(threads)) / 2
             ours, theirs = row["v8_tok_s"], row["llamacpp_tok_s"]
             kv = kv_bytes(args.layers, n_past)
-            rows.append({**row,
+            rows.append({**row, "read_gb_s": read,
                          "v8_gb_s": ours * streamed / 1e9, "llamacpp_gb_s": theirs * streamed / 1e9,
-                         "v8_roofline": ours * streamed / 1e9 / roofline[threads],
-                         "llamacpp_roofline": theirs * streamed / 1e9 / roofline[threads],
+                         "v8_roofline": ours * streamed / 1e9 / read,
+                         "llamacpp_roofline": theirs * streamed / 1e9 / read,
                          "kv_bytes_per_token": kv,
-                         "v8_roofline_with_kv": ours * (streamed + kv) / 1e9 / roofline[threads],
-                         "llamacpp_roofline_with_kv":
-                             theirs * (streamed + kv) / 1e9 / roofline[threads]})
+                         "v8_roofline_with_kv": ours * (streamed + kv) / 1e9 / read,
+                         "llamacpp_roofline_with_kv": theirs * (streamed + kv) / 1e9 / read})
             print(f"  decode @ {n_past}: v8 {ours:.2f}, llama.cpp {theirs:.2f} tok/s", flush=True)
         for n in prefills:
             prompt = [int(t) for t in rng.integers(0, VOCAB, n)]
