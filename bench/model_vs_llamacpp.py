@@ -210,12 +210,13 @@ def decode_rate(v8: Any, ll: Any, prompt: list[int], steps: int, threads: int,
     return times
 
 
-def decode_profile(model: Path, args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+def decode_profile(model: Path, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Where a decode step goes: v8 alone, built with every kernel call timed (same bits), the
     same settled steps as the decode rows at each thread count and n_past; per (node, kernel)
     over all layers, milliseconds per step (the mean over the steps) and share of the step's
     kernel time."""
     from v8dialect.runtime.model_session import ModelSession
+    from v8dialect.runtime.program import profile_totals
 
     session = ModelSession.open(model, "qwen3", prefill_tokens=8,
                                 kv_capacity=max(args.n_past) + args.steps + 8,
@@ -223,7 +224,7 @@ def decode_profile(model: Path, args: argparse.Namespace) -> dict[str, list[dict
                                 profile=True)
     restrict_cpu(session, args.cpu_mask)
     rng = np.random.default_rng(2)
-    found: dict[str, list[dict[str, Any]]] = {}
+    found: dict[str, dict[str, Any]] = {}
     for threads in args.threads:
         for n_past in args.n_past:
             session.reset()
@@ -231,27 +232,25 @@ def decode_profile(model: Path, args: argparse.Namespace) -> dict[str, list[dict
             session.reset_profile()
             step = [settled(lambda: session.decode(int(rng.integers(0, VOCAB)), threads))
                     for _ in range(args.steps)]
-            per_node: dict[tuple[str, str], float] = {}
-            for r in session.profile():
-                if r.phase == "decode" and r.calls:
-                    per_node[(r.node, r.kernel)] = per_node.get((r.node, r.kernel), 0.0) + r.seconds
-            spent = sum(per_node.values())
-            found[f"{threads} thread(s), n_past {n_past}"] = [
-                {"node": node, "kernel": kernel, "ms_per_step": seconds / args.steps * 1e3,
-                 "share": seconds / spent, "step_ms": statistics.median(step) * 1e3,
-                 "mean_step_ms": statistics.fmean(step) * 1e3}
-                for (node, kernel), seconds in sorted(per_node.items(), key=lambda kv: -kv[1])]
+            totals = profile_totals(session.profile(), "decode")
+            spent = sum(seconds for _, seconds in totals.values())
+            found[f"{threads} thread(s), n_past {n_past}"] = {
+                "step_ms": statistics.median(step) * 1e3,
+                "mean_step_ms": statistics.fmean(step) * 1e3,
+                "kernels": [{"node": node, "kernel": kernel,
+                             "ms_per_step": seconds / args.steps * 1e3, "share": seconds / spent}
+                            for (node, kernel), (_, seconds) in totals.items()]}
     session.close()
     return found
 
 
-def print_profile(found: dict[str, list[dict[str, Any]]]) -> None:
-    for case, rows in found.items():
-        kernels = sum(r["ms_per_step"] for r in rows)
-        print(f"\ndecode step, {case}: median {rows[0]['step_ms']:.2f} ms, mean "
-              f"{rows[0]['mean_step_ms']:.2f} ms of which {kernels:.2f} ms in kernels (v8 built "
+def print_profile(found: dict[str, dict[str, Any]]) -> None:
+    for case, step in found.items():
+        kernels = sum(r["ms_per_step"] for r in step["kernels"])
+        print(f"\ndecode step, {case}: median {step['step_ms']:.2f} ms, mean "
+              f"{step['mean_step_ms']:.2f} ms of which {kernels:.2f} ms in kernels (v8 built "
               "with every kernel call timed; per step: the mean)")
-        for r in rows:
+        for r in step["kernels"]:
             if r["share"] >= 0.005:
                 print(f"  {r['node']:<16} {r['kernel']:<34} {r['ms_per_step']:8.3f} ms "
                       f"{r['share']:6.1%}")

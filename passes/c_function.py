@@ -355,27 +355,26 @@ class PhasePrinter:
     def print_call(self, op: CallOp) -> None:
         self.comment(op)
         args = [self.argument(op.values, a) for a in op.args.data]
-        call = f"{op.callee.data}({', '.join(args)})"
-        if self.sites is None:
-            self.print_checked(call)
-            return
-        self.print_timed(op, f"st = {call};")
-        self.w.line("if (st != V8_OK) {")
-        self.w.line("    return st;")
-        self.w.line("}")
+        self.print_checked(f"{op.callee.data}({', '.join(args)})", timed=op)
 
     def print_timed(self, op: CallOp | InlineOp, statement: str) -> None:
-        """A profiled build's statement between two clock reads, added to the op's site."""
-        assert self.sites is not None
+        """The statement, and in a profiled build between two clock reads added to op's site."""
+        if self.sites is None:
+            self.w.line(statement)
+            return
         self.w.line("{")
         self.w.line("    const uint64_t t0 = v8_profile_clock_ns();")
         self.w.line(f"    {statement}")
         self.w.line(f"    v8_profile_add(&v8_profile_table[{self.sites[op]}], t0);")
         self.w.line("}")
 
-    def print_checked(self, call: str) -> None:
-        """A call whose status the function returns unless it is V8_OK."""
-        self.w.line(f"st = {call};")
+    def print_checked(self, call: str, timed: CallOp | None = None) -> None:
+        """A call whose status the function returns unless it is V8_OK (timed: a kernel call,
+        which a profiled build times)."""
+        if timed is None:
+            self.w.line(f"st = {call};")
+        else:
+            self.print_timed(timed, f"st = {call};")
         self.w.line("if (st != V8_OK) {")
         self.w.line("    return st;")
         self.w.line("}")
@@ -413,11 +412,8 @@ class PhasePrinter:
         for d in dims[1:]:
             per_token *= d
         names = [self.names[v] for v in (out, *inputs)]
-        statement = f"v8_inline_{op.kind.data}({', '.join(names)}, {self.elements(dims[0], per_token)});"
-        if self.sites is None:
-            self.w.line(statement)
-        else:
-            self.print_timed(op, statement)
+        self.print_timed(op, f"v8_inline_{op.kind.data}({', '.join(names)}, "
+                             f"{self.elements(dims[0], per_token)});")
 
     def elements(self, tokens: int, per_token: int) -> str:
         """The element count of `tokens` rows: with the phase's run-time token count, n_tokens rows."""

@@ -210,28 +210,20 @@ def site_entry(op: CallOp | InlineOp, phases: dict[str, str]) -> str:
 
 def print_profile_table(w: CWriter, sites: dict[Operation, int], phases: dict[str, str]) -> None:
     """A profiled build's site table and its accessor; without sites the accessor finds none."""
-    if not sites:
-        w.line("size_t v8_program_profile(v8_profile_site **sites) {")
-        w.line("    if (sites != NULL) {")
-        w.line("        *sites = NULL;")
-        w.line("    }")
-        w.line("    return 0;")
-        w.line("}")
+    if sites:
+        w.line("/* ---- profile: each kernel call and inline op below adds its time to its site ---- */")
+        w.line("#include <time.h>")
+        w.out.write(PROFILE_FUNCTIONS)
         w.line()
-        return
-    w.line("/* ---- profile: each kernel call and inline op below adds its time to its site ---- */")
-    w.line("#include <time.h>")
-    w.out.write(PROFILE_FUNCTIONS)
-    w.line()
-    w.line(f"static v8_profile_site v8_profile_table[{len(sites)}] = {{")
-    for op in sites:
-        assert isinstance(op, CallOp | InlineOp)
-        w.line(f"    {site_entry(op, phases)},")
-    w.line("};")
-    w.line()
+        w.line(f"static v8_profile_site v8_profile_table[{len(sites)}] = {{")
+        for op in sites:
+            assert isinstance(op, CallOp | InlineOp)
+            w.line(f"    {site_entry(op, phases)},")
+        w.line("};")
+        w.line()
     w.line("size_t v8_program_profile(v8_profile_site **sites) {")
     w.line("    if (sites != NULL) {")
-    w.line("        *sites = v8_profile_table;")
+    w.line(f"        *sites = {'v8_profile_table' if sites else 'NULL'};")
     w.line("    }")
     w.line(f"    return {len(sites)};")
     w.line("}")

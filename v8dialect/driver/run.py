@@ -28,7 +28,7 @@ import numpy as np
 from v8dialect.diagnostics import V8Error
 from v8dialect.driver.cli_args import ArgumentParser
 from v8dialect.runtime.model_session import ModelSession, SessionError
-from v8dialect.runtime.program import ProfileRow
+from v8dialect.runtime.program import ProfileRow, profile_totals
 
 NO_TOKENIZER = "(no tokenizer: install the 'oracle' extra to read and print text)"
 
@@ -147,22 +147,16 @@ def generate(session: ModelSession, ids: list[int], args: argparse.Namespace, vo
 def profile_table(rows: Sequence[ProfileRow]) -> list[str]:
     """Per phase, each (node, kernel) over every layer that runs it: calls, milliseconds, share of
     the phase's kernel time; largest first."""
-    totals: dict[tuple[str, str, str], list[float]] = {}
-    for r in rows:
-        entry = totals.setdefault((r.phase, r.node, r.kernel), [0, 0.0])
-        entry[0] += r.calls
-        entry[1] += r.seconds
     lines: list[str] = []
-    for phase in sorted({key[0] for key in totals}):
-        mine = sorted(((key, v) for key, v in totals.items() if key[0] == phase and v[0]),
-                      key=lambda item: -item[1][1])
-        spent = sum(v[1] for _, v in mine)
-        if not mine:
+    for phase in sorted({r.phase for r in rows}):
+        totals = profile_totals(rows, phase)
+        if not totals:
             continue
+        spent = sum(seconds for _, seconds in totals.values())
         lines.append(f"profile of {phase}: {spent * 1e3:.2f} ms in kernels")
         lines.append(f"  {'node':<24} {'kernel':<40} {'calls':>7} {'ms':>9} {'share':>6}")
-        for (_, node, kernel), (calls, seconds) in mine:
-            lines.append(f"  {node:<24} {kernel:<40} {int(calls):>7} {seconds * 1e3:>9.3f} "
+        for (node, kernel), (calls, seconds) in totals.items():
+            lines.append(f"  {node:<24} {kernel:<40} {calls:>7} {seconds * 1e3:>9.3f} "
                          f"{seconds / spent if spent else 0.0:>6.1%}")
     return lines
 

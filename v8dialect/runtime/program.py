@@ -12,7 +12,7 @@ Program whose phases take and return numpy arrays.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from io import StringIO
@@ -268,6 +268,17 @@ class ProfileRow:
     seconds: float
 
 
+def profile_totals(rows: Iterable[ProfileRow], phase: str) -> dict[tuple[str, str], tuple[int, float]]:
+    """(node, kernel) -> calls and seconds over every site of `phase` that ran (a layer
+    function's sites once per layer), largest time first."""
+    totals: dict[tuple[str, str], tuple[int, float]] = {}
+    for r in rows:
+        if r.phase == phase and r.calls:
+            calls, seconds = totals.get((r.node, r.kernel), (0, 0.0))
+            totals[(r.node, r.kernel)] = (calls + r.calls, seconds + r.seconds)
+    return dict(sorted(totals.items(), key=lambda item: -item[1][1]))
+
+
 @dataclass
 class Program:
     """A compiled module: call ``run(phase, ...)`` with numpy arrays."""
@@ -312,9 +323,13 @@ class Program:
         """Every call site's runs and time so far, in program order."""
         ffi = self.extension.ffi
         table, count = self.profile_sites()
-        return [ProfileRow(*(ffi.string(getattr(site, k)).decode() for k in PROFILE_WORDS),
-                           calls=int(site.calls), seconds=int(site.ns) * 1e-9)
-                for site in (table[i] for i in range(count))]
+
+        def text(c_string: Any) -> str:
+            return ffi.string(c_string).decode()
+
+        return [ProfileRow(text(s.phase), text(s.function), text(s.node), text(s.kernel),
+                           text(s.callee), int(s.calls), int(s.ns) * 1e-9)
+                for s in (table[i] for i in range(count))]
 
     def reset_profile(self) -> None:
         table, count = self.profile_sites()
@@ -393,8 +408,6 @@ class Program:
             name = ffi.string(lib.v8_status_name(status)).decode()
             raise RuntimeError(f"{sig.name} failed: {name} (status {status})")
         return outputs
-
-PROFILE_WORDS = ("phase", "function", "node", "kernel", "callee")
 
 
 def check_names(sig: PhaseSignature, given: Collection[str]) -> None:
