@@ -33,7 +33,11 @@ n_past 64 and a 64-token prefill in both engines, with bit-exactness.
         [--families qwen2,nanbeige,gemma3,qwen3vl,qwen35] [--profile]
 
 --profile adds v8's decode step kernel by kernel at each thread count and n_past (from a build
-with every kernel call timed, the same bits).  An empty --n-past or --prefill skips those rows (e.g. --prefill "" --families "" times decode only).
+with every kernel call timed, the same bits): each node's time and, for what it streams (its
+weights, attention's K/V rows), MB and GB/s per step against a streaming read taken around
+that case; then the weight GEMVs together against the read, and what else the step spends.
+An empty --n-past or --prefill skips those rows (e.g. --prefill "" --families "" times decode
+only).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ sys.path.insert(0, str(ROOT / "test" / "e2e"))
 from timing import BURST, WARM_SETTLE_S, settled  # noqa: E402
 
 E, H, HKV, D, FFN, VOCAB = 1024, 16, 8, 128, 3072, 32768
+KV_NODE = "attn"  # the qwen3 circuit's attention node: it streams the K/V rows, not weights
 
 
 def vocabulary() -> tuple[list[str], list[str]]:
@@ -79,8 +84,10 @@ WARM_ROUNDS = 2  # warm decode bursts per engine and row
 BLOCK_BYTES = {"q4_k": 144, "q6_k": 210}  # per 256-element super-block
 
 
-def write_model(path: Path, layers: int, seed: int = 0, zero: bool = False) -> int:
-    """The GGUF; returns the weight bytes one decode token streams.  `zero` writes zero
+def write_model(path: Path, layers: int, seed: int = 0, zero: bool = False) -> dict[str, int]:
+    """The GGUF; returns the weight bytes one decode token streams per graph node, over all
+    layers (the node names v8's profile reports: attn_q, ffn_down, ..., output for the tied
+    head, which reads the whole embedding table every token).  `zero` writes zero
     blocks and tensors instead of llama.cpp-quantized random ones (seconds, not minutes:
     for timing the compile path, which never reads a weight)."""
     import gguf
@@ -107,20 +114,20 @@ def write_model(path: Path, layers: int, seed: int = 0, zero: bool = False) -> i
     w.add_float32("qwen3.attention.layer_norm_rms_epsilon", 1e-6)
     w.add_float32("qwen3.rope.freq_base", 1e6)
     qtype = {"q4_k": gguf.GGMLQuantizationType.Q4_K, "q6_k": gguf.GGMLQuantizationType.Q6_K}
-    streamed = 0
+    streamed: dict[str, int] = {}
 
     def proj(name: str, n: int, k: int, kind: str) -> None:
-        nonlocal streamed
         if zero:
             blocks = np.zeros((n, k // 256 * BLOCK_BYTES[kind]), np.uint8)
         else:
             blocks = g.quantize(kind, (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32))
-        streamed += blocks.nbytes
+        node = name.split(".")[-2]
+        streamed[node] = streamed.get(node, 0) + blocks.nbytes
         w.add_tensor(name, blocks, raw_dtype=qtype[kind])
 
     table = np.zeros((VOCAB, E), np.float32) if zero else rng.standard_normal((VOCAB, E)).astype(np.float32)
     w.add_tensor("token_embd.weight", table)
-    streamed += table.nbytes  # the tied head reads the whole table every token
+    streamed["output"] = table.nbytes
     w.add_tensor("output_norm.weight", np.ones(E, np.float32))
     for i in range(layers):
         p = f"blk.{i}."
@@ -210,17 +217,18 @@ def decode_rate(v8: Any, ll: Any, prompt: list[int], steps: int, threads: int,
     return times
 
 
-def decode_profile(model: Path, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+def decode_profile(args: argparse.Namespace, weights: dict[str, int]) -> dict[str, dict[str, Any]]:
     """Where a decode step goes: v8 alone, built with every kernel call timed (same bits), the
     same settled steps as the decode rows at each thread count and n_past; per (node, kernel)
-    over all layers, milliseconds per step (the mean over the steps) and share of the step's
-    kernel time."""
+    over all layers, milliseconds per step (the mean over the steps), share of the step's
+    kernel time and, for a node that streams (`weights` bytes per node, the attention's K/V
+    rows), MB and GB/s per step against a streaming read taken right before and after."""
     from v8dialect.runtime.model_session import ModelSession
     from v8dialect.runtime.program import profile_totals
 
-    session = ModelSession.open(model, "qwen3", prefill_tokens=8,
+    session = ModelSession.open(args.model, "qwen3", prefill_tokens=8,
                                 kv_capacity=max(args.n_past) + args.steps + 8,
-                                overrides=parity_overrides(model, "qwen3"), name="v8_bench",
+                                overrides=parity_overrides(args.model, "qwen3"), name="v8_bench",
                                 profile=True)
     restrict_cpu(session, args.cpu_mask)
     rng = np.random.default_rng(2)
@@ -230,30 +238,52 @@ def decode_profile(model: Path, args: argparse.Namespace) -> dict[str, dict[str,
             session.reset()
             session.prefill([int(t) for t in rng.integers(0, VOCAB, n_past)], threads, 512)
             session.reset_profile()
+            before = stream_roofline(threads)
             step = [settled(lambda: session.decode(int(rng.integers(0, VOCAB)), threads))
                     for _ in range(args.steps)]
+            read = (before + stream_roofline(threads)) / 2
             totals = profile_totals(session.profile(), "decode")
             spent = sum(seconds for _, seconds in totals.values())
+            streams = {**weights, KV_NODE: kv_bytes(args.layers, n_past)}
             found[f"{threads} thread(s), n_past {n_past}"] = {
                 "step_ms": statistics.median(step) * 1e3,
-                "mean_step_ms": statistics.fmean(step) * 1e3,
-                "kernels": [{"node": node, "kernel": kernel,
-                             "ms_per_step": seconds / args.steps * 1e3, "share": seconds / spent}
+                "mean_step_ms": statistics.fmean(step) * 1e3, "read_gb_s": read,
+                "kernels": [profiled_kernel(node, kernel, seconds / args.steps, seconds / spent,
+                                            streams.get(node))
                             for (node, kernel), (_, seconds) in totals.items()]}
     session.close()
     return found
 
 
+def profiled_kernel(node: str, kernel: str, seconds: float, share: float,
+                    streamed: int | None) -> dict[str, Any]:
+    row: dict[str, Any] = {"node": node, "kernel": kernel, "ms_per_step": seconds * 1e3,
+                           "share": share}
+    if streamed is not None:
+        row |= {"mb_per_step": streamed / 1e6, "gb_s": streamed / seconds / 1e9}
+    return row
+
+
 def print_profile(found: dict[str, dict[str, Any]]) -> None:
     for case, step in found.items():
         kernels = sum(r["ms_per_step"] for r in step["kernels"])
+        read = step["read_gb_s"]
         print(f"\ndecode step, {case}: median {step['step_ms']:.2f} ms, mean "
               f"{step['mean_step_ms']:.2f} ms of which {kernels:.2f} ms in kernels (v8 built "
-              "with every kernel call timed; per step: the mean)")
+              f"with every kernel call timed; per step: the mean); read {read:.1f} GB/s")
         for r in step["kernels"]:
             if r["share"] >= 0.005:
+                stream = (f"{r['mb_per_step']:7.1f} MB {r['gb_s']:5.1f} GB/s {r['gb_s'] / read:4.0%}"
+                          if "gb_s" in r else "")
                 print(f"  {r['node']:<16} {r['kernel']:<34} {r['ms_per_step']:8.3f} ms "
-                      f"{r['share']:6.1%}")
+                      f"{r['share']:6.1%}  {stream}")
+        # the weight GEMVs alone: attention streams its K/V rows too, but computes more
+        weights = [r for r in step["kernels"] if "gb_s" in r and r["node"] != KV_NODE]
+        mb = sum(r["mb_per_step"] for r in weights)
+        ms = sum(r["ms_per_step"] for r in weights)
+        print(f"  weights: {mb:.0f} MB in {ms:.2f} ms, {mb / ms:.1f} GB/s ({mb / ms / read:.0%} of the "
+              f"read; at the read {mb / read:.2f} ms); everything else {step['mean_step_ms'] - ms:.2f} "
+              "ms of the mean step")
 
 
 def ll_config(threads: int, prompt: int) -> Any:
@@ -500,7 +530,8 @@ def main() -> None:
         ap.error("nothing to measure: give --threads and --n-past or --prefill")
     args.model.parent.mkdir(parents=True, exist_ok=True)
     print(f"writing {args.model} ({args.layers} layers) ...", flush=True)
-    streamed = write_model(args.model, args.layers)
+    weights = write_model(args.model, args.layers)
+    streamed = sum(weights.values())
     print("building the v8 program (first time: C compile) ...", flush=True)
     prompt_tokens = max(prefills, default=1)
     v8 = ModelSession.open(args.model, "qwen3", prefill_tokens=prompt_tokens,
@@ -560,7 +591,7 @@ def main() -> None:
         print("other families, small test models:", flush=True)
         rows += family_rows(families, args.threads, args.steps,
                             args.cpu_mask)
-    profile = decode_profile(args.model, args) if args.profile and n_pasts else {}
+    profile = decode_profile(args, weights) if args.profile and n_pasts else {}
     for engine in ("v8", "llamacpp"):
         rss[engine] = peak_rss_mib(engine, args.model, 1)
     print(f"\nCPU: {info.cpu}; v8 variant: {isa}; weights streamed per decode token "
