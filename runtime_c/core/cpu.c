@@ -1,6 +1,7 @@
 /* CPU feature detection through CPUID/XGETBV (via GCC's builtins), so the
  * same binary picks AVX-512, AVX2 or scalar paths on the machine it runs on. */
 #include "v8_runtime.h"
+#include "core/expf_lanes.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -24,6 +25,7 @@ static unsigned detect(void) {
     if (__builtin_cpu_supports("avx512vnni")) f |= V8_CPU_AVX512VNNI;
     if (__builtin_cpu_supports("avx512bf16")) f |= V8_CPU_AVX512BF16;
     if (!__builtin_cpu_is("amd")) f |= V8_CPU_LINE_PREFETCH | V8_CPU_WIDE_F16_NARROWING;
+    if (v8_expf_lanes_agree(f)) f |= V8_CPU_LIBM_EXPF_LANES;
 #endif
     return f;
 }

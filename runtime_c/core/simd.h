@@ -45,6 +45,11 @@
  *   v8i_lt (-> v8m), v8i_keep(m, x) = m ? x : 0
  *   v8d_zero, v8d_add, v8d_load, v8d_store, v8f_lo_d / v8f_hi_d (lanes [0, W/2) and [W/2, W) widened),
  *   v8f_of_d(lo, hi) (both narrowed, nearest-even, and joined)
+ *   AVX2 and AVX-512 only (v8q: V8F_W / 2 int64 lanes): v8d_set1, v8d_sub, v8d_mul,
+ *   v8d_fma(a, b, c) = a*b + c and v8d_fms(a, b, c) = a*b - c (each rounded once), v8d_bits /
+ *   v8q_as_d (reinterpret), v8q_set1, v8q_and, v8q_add, v8q_slli, v8q_gather(table, index)
+ *   (table[index] per lane, int64 entries), v8q_between_bits(q, lo, hi) (one bit per lane:
+ *   lo < q < hi, signed)
  *   v8f_scalef(j, n) = j * 2^n rounded once, for integral n in [-192, 192]
  *   v8_simd_clean() before returning to baseline code (AVX-512: zmm16-31 and upper halves)
  *
@@ -170,6 +175,22 @@ static inline float v8_hsum_pairs_ref(const float *p) {
 #define v8d_add(a, b) _mm512_add_pd((a), (b))
 #define v8d_load(p) _mm512_loadu_pd(p)
 #define v8d_store(p, x) _mm512_storeu_pd((p), (x))
+#define v8q __m512i
+#define v8d_set1(x) _mm512_set1_pd(x)
+#define v8d_sub(a, b) _mm512_sub_pd((a), (b))
+#define v8d_mul(a, b) _mm512_mul_pd((a), (b))
+#define v8d_fma(a, b, c) _mm512_fmadd_pd((a), (b), (c))
+#define v8d_fms(a, b, c) _mm512_fmsub_pd((a), (b), (c))
+#define v8d_bits(x) _mm512_castpd_si512(x)
+#define v8q_as_d(q) _mm512_castsi512_pd(q)
+#define v8q_set1(x) _mm512_set1_epi64(x)
+#define v8q_and(a, b) _mm512_and_si512((a), (b))
+#define v8q_add(a, b) _mm512_add_epi64((a), (b))
+#define v8q_slli(a, n) _mm512_slli_epi64((a), (n))
+#define v8q_gather(table, index) _mm512_i64gather_epi64((index), (const void *)(table), 8)
+#define v8q_between_bits(q, lo, hi)                                                          \
+    ((unsigned)(_mm512_cmpgt_epi64_mask((q), _mm512_set1_epi64(lo)) &                       \
+                _mm512_cmplt_epi64_mask((q), _mm512_set1_epi64(hi))))
 #define v8f_lo_d(x) _mm512_cvtps_pd(_mm512_castps512_ps256(x))
 #define v8f_hi_d(x) _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)))
 #define v8f_of_d(lo, hi)                                                                     \
@@ -248,6 +269,22 @@ static inline float v8_hsum_halves_avx512(__m512 x) {
 #define v8d_add(a, b) _mm256_add_pd((a), (b))
 #define v8d_load(p) _mm256_loadu_pd(p)
 #define v8d_store(p, x) _mm256_storeu_pd((p), (x))
+#define v8q __m256i
+#define v8d_set1(x) _mm256_set1_pd(x)
+#define v8d_sub(a, b) _mm256_sub_pd((a), (b))
+#define v8d_mul(a, b) _mm256_mul_pd((a), (b))
+#define v8d_fma(a, b, c) _mm256_fmadd_pd((a), (b), (c))
+#define v8d_fms(a, b, c) _mm256_fmsub_pd((a), (b), (c))
+#define v8d_bits(x) _mm256_castpd_si256(x)
+#define v8q_as_d(q) _mm256_castsi256_pd(q)
+#define v8q_set1(x) _mm256_set1_epi64x(x)
+#define v8q_and(a, b) _mm256_and_si256((a), (b))
+#define v8q_add(a, b) _mm256_add_epi64((a), (b))
+#define v8q_slli(a, n) _mm256_slli_epi64((a), (n))
+#define v8q_gather(table, index) _mm256_i64gather_epi64((const long long *)(table), (index), 8)
+#define v8q_between_bits(q, lo, hi)                                                          \
+    ((unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_and_si256(                     \
+        _mm256_cmpgt_epi64((q), _mm256_set1_epi64x(lo)), _mm256_cmpgt_epi64(_mm256_set1_epi64x(hi), (q))))))
 #define v8f_lo_d(x) _mm256_cvtps_pd(_mm256_castps256_ps128(x))
 #define v8f_hi_d(x) _mm256_cvtps_pd(_mm256_extractf128_ps((x), 1))
 #define v8f_of_d(lo, hi)                                                                     \

@@ -77,7 +77,12 @@ enum {
      * slower than in two 256-bit ones.  Set on every CPU but AMD's: on AMD EPYC Zen 4 a
      * dependent fma + fp16 round trip took 3.1 cycles per 512-bit vector against 2.3 per two
      * 256-bit ones.  Masking it off selects the 256-bit fp16 value updates on AVX-512 hosts. */
-    V8_CPU_WIDE_F16_NARROWING = 1u << 10
+    V8_CPU_WIDE_F16_NARROWING = 1u << 10,
+    /* A property of this process's C library on this CPU: the vector expf of core/expf.c gave
+     * the library's expf bit for bit on every input of a self-check run when the features are
+     * first read (set only on AVX2 + FMA hosts).  Masking it off makes v8_expf_array call the
+     * library's expf for every value. */
+    V8_CPU_LIBM_EXPF_LANES = 1u << 11
 };
 
 /* Features of the running CPU (and OS support for the register state),
@@ -103,6 +108,12 @@ v8_isa v8_cpu_best_isa(void);
  * then costs tens of nanoseconds until a vzeroupper clears them, so every vector kernel clears
  * them before baseline code runs. */
 int v8_cpu_upper_state_dirty(void);
+
+/* y[i] = expf(x[i]) for i in [0, n), bit for bit the C library's expf (the function the
+ * attention contracts' softmax recurrence names): with V8_CPU_LIBM_EXPF_LANES, a vector form of
+ * the library's own algorithm (core/expf.c), else the library call per value.  NULL pointers or
+ * n < 0 return an error and write nothing. */
+v8_status v8_expf_array(const float *x, float *y, int64_t n);
 
 /* ---- threadpool -------------------------------------------------------- */
 

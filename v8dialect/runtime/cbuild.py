@@ -46,6 +46,7 @@ RUNTIME_CORE_SOURCES: tuple[str, ...] = (
     "core/status.c",
     "core/fp16.c",
     "core/cpu.c",
+    "core/expf.c",
     "core/threadpool.c",
 )
 

@@ -16,6 +16,7 @@ PROBE_SOURCE = r"""
 #endif
 #include "v8_runtime.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -96,6 +97,16 @@ void probe_scalar_f32_to_bf16(const uint32_t *src, uint16_t *dst, size_t n) {
 void probe_scalar_bf16_to_f32(const uint16_t *src, uint32_t *dst, size_t n) {
     for (size_t i = 0; i < n; ++i) {
         float f = v8_bf16_to_f32(src[i]);
+        memcpy(&dst[i], &f, sizeof f);
+    }
+}
+
+/* the C library's expf per value, over raw bits (the oracle of v8_expf_array) */
+void probe_libm_expf(const uint32_t *src, uint32_t *dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        float f;
+        memcpy(&f, &src[i], sizeof f);
+        f = expf(f);
         memcpy(&dst[i], &f, sizeof f);
     }
 }
@@ -204,6 +215,7 @@ int probe_run_order(v8_threadpool *pool, int64_t n_tasks, int32_t *counts, int32
 int probe_run(v8_threadpool *pool, int64_t n_tasks, int32_t *counts, int32_t *per_worker,
               int spin, int32_t *bad_worker);
 int probe_null_fn(v8_threadpool *pool);
+void probe_libm_expf(const uint32_t *src, uint32_t *dst, size_t n);
 void probe_scalar_f32_to_f16(const uint32_t *src, uint16_t *dst, size_t n);
 void probe_scalar_f16_to_f32(const uint16_t *src, uint32_t *dst, size_t n);
 void probe_scalar_f32_to_bf16(const uint32_t *src, uint16_t *dst, size_t n);
