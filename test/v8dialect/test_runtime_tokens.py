@@ -138,6 +138,9 @@ def test_restriction_holds_every_program_of_the_session(model: Path) -> None:
         assert sorted(s.programs) == [5, 16]
         libs = [built.program.extension.lib for built in s.programs.values()]
         assert {int(lib.v8_cpu_best_isa()) for lib in libs} == {1}  # V8_ISA_AVX2
+        # the C library's expf lanes stay: an AVX2-only host has them too
+        lanes = {int(lib.v8_cpu_features() & lib.V8_CPU_LIBM_EXPF_LANES) for lib in libs}
+        assert lanes == {int(libs[0].V8_CPU_LIBM_EXPF_LANES)}
         s.restrict_to("avx512")
         native = 2 if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= cpu_flags() else 1
         assert {int(lib.v8_cpu_best_isa()) for lib in libs} == {native}

@@ -79,11 +79,14 @@ def restrict_to_build(lib: Any, build: str) -> None:
     ggml's does for the build it was compiled as), so reproducing an AVX2 llama.cpp on an
     AVX-512 machine means running v8's AVX2 variant there.  An AVX-512 build needs nothing:
     the running CPU already is one, or the build could not run on it, so it lifts any
-    restriction (the mask is the extension's, shared by every session of its program)."""
+    restriction (the mask is the extension's, shared by every session of its program).
+    The AVX2 mask keeps V8_CPU_LIBM_EXPF_LANES where this host has it: that trait belongs to
+    the C library on any AVX2 + FMA CPU (an AVX2-only host sets it too) and moves no bit."""
     if build not in GGML_BUILDS:
         raise HostError(f"ggml_build {build!r}: one of {', '.join(GGML_BUILDS)}")
     if build == "avx2":
-        lib.v8_cpu_restrict(lib.V8_CPU_AVX2 | lib.V8_CPU_FMA | lib.V8_CPU_F16C)
+        lib.v8_cpu_restrict(lib.V8_CPU_AVX2 | lib.V8_CPU_FMA | lib.V8_CPU_F16C
+                            | lib.V8_CPU_LIBM_EXPF_LANES)
     else:
         lib.v8_cpu_restrict(0xFFFFFFFF)
 
