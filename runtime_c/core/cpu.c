@@ -11,6 +11,15 @@ static unsigned detected_features = 0;
 static int detected = 0;
 static unsigned restriction = ~0u;
 
+/* The widest ISA variant a feature set allows (v8_cpu_best_isa, and the expf self-check). */
+static v8_isa isa_of(unsigned f) {
+    unsigned avx2 = V8_CPU_AVX2 | V8_CPU_FMA | V8_CPU_F16C;
+    unsigned avx512 = avx2 | V8_CPU_AVX512F | V8_CPU_AVX512BW | V8_CPU_AVX512VL | V8_CPU_AVX512DQ;
+    if ((f & avx512) == avx512) return V8_ISA_AVX512;
+    if ((f & avx2) == avx2) return V8_ISA_AVX2;
+    return V8_ISA_SCALAR;
+}
+
 static unsigned detect(void) {
     unsigned f = 0;
 #if defined(__x86_64__) || defined(__i386__)
@@ -25,7 +34,7 @@ static unsigned detect(void) {
     if (__builtin_cpu_supports("avx512vnni")) f |= V8_CPU_AVX512VNNI;
     if (__builtin_cpu_supports("avx512bf16")) f |= V8_CPU_AVX512BF16;
     if (!__builtin_cpu_is("amd")) f |= V8_CPU_LINE_PREFETCH | V8_CPU_WIDE_F16_NARROWING;
-    if (v8_expf_lanes_agree(f)) f |= V8_CPU_LIBM_EXPF_LANES;
+    if (v8_expf_lanes_agree(isa_of(f))) f |= V8_CPU_LIBM_EXPF_LANES;
 #endif
     return f;
 }
@@ -76,11 +85,4 @@ int v8_cpu_upper_state_dirty(void) {
 #endif
 }
 
-v8_isa v8_cpu_best_isa(void) {
-    unsigned f = v8_cpu_features();
-    unsigned avx2 = V8_CPU_AVX2 | V8_CPU_FMA | V8_CPU_F16C;
-    unsigned avx512 = avx2 | V8_CPU_AVX512F | V8_CPU_AVX512BW | V8_CPU_AVX512VL | V8_CPU_AVX512DQ;
-    if ((f & avx512) == avx512) return V8_ISA_AVX512;
-    if ((f & avx2) == avx2) return V8_ISA_AVX2;
-    return V8_ISA_SCALAR;
-}
+v8_isa v8_cpu_best_isa(void) { return isa_of(v8_cpu_features()); }

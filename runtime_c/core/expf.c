@@ -17,7 +17,7 @@
  *     way: over every 7th float in (-87, 88) it lay at most 47 units from the fused one), are
  *     handed to the library's expf;
  *   - per process: when the CPU features are first read, the lanes are compared with the
- *     library on about 50,000 inputs spread over (-88, 88); V8_CPU_LIBM_EXPF_LANES is set only
+ *     library on 49,152 inputs spread over (-88, 88); V8_CPU_LIBM_EXPF_LANES is set only
  *     if every bit agrees.  A library with another algorithm differs on a share of inputs far
  *     above one in 50,000 (its doubles are not within a few units of these), so it fails.
  * The figures N/ln2, 1.5 * 2^52 and T are exact roundings; C0..C2 are the published
@@ -68,20 +68,21 @@ static const uint64_t v8_expf_table[EXPF_N] = {
 
 typedef void (*expf_lanes_fn)(const float *x, float *y, int64_t n);
 
-/* The self-check's inputs, chunk `c` of EXPF_CHECK_CHUNKS: every 65537th float bit pattern
- * from 0 up to 88 and from -0 down to -88 (each exponent, both signs), then values spread
- * over the softmax's usual (-32, 0]. */
-enum { EXPF_CHECK_CHUNK = 1024, EXPF_CHECK_CHUNKS = 48 };
+/* The self-check's inputs, chunk `c`: EXPF_CHECK_SPREAD chunks of float bit patterns evenly
+ * spread over [0, 88) (every exponent), the same chunks again negated, then the rest over the
+ * softmax's usual (-32, 0] (a fixed odd-multiplier walk over 2^24 steps). */
+enum { EXPF_CHECK_CHUNK = 1024, EXPF_CHECK_SPREAD = 17, EXPF_CHECK_CHUNKS = 48 };
 
 static void check_inputs(int c, float *x) {
+    const uint64_t spread = (uint64_t)EXPF_CHECK_SPREAD * EXPF_CHECK_CHUNK;
     for (int i = 0; i < EXPF_CHECK_CHUNK; i++) {
         const uint32_t n = (uint32_t)(c * EXPF_CHECK_CHUNK + i);
-        uint32_t bits = (n * 65537u) % 0x42B00000u;
-        if (c >= 34) { /* (-32, 0]: a fixed odd-multiplier walk over 2^24 steps */
+        if (c >= 2 * EXPF_CHECK_SPREAD) {
             x[i] = -32.0f * (float)((n * 2654435761u) >> 8) / 16777216.0f;
             continue;
         }
-        if (c >= 17) bits |= 0x80000000u;
+        uint32_t bits = (uint32_t)((n % spread) * 0x42B00000u / spread); /* 0x42B00000 = 88.0f */
+        if (c >= EXPF_CHECK_SPREAD) bits |= 0x80000000u;
         memcpy(&x[i], &bits, sizeof bits);
     }
 }
@@ -99,11 +100,9 @@ static int lanes_agree(expf_lanes_fn lanes) {
     return 1;
 }
 
-int v8_expf_lanes_agree(unsigned features) {
-    const unsigned avx2 = V8_CPU_AVX2 | V8_CPU_FMA | V8_CPU_F16C;
-    const unsigned avx512 = avx2 | V8_CPU_AVX512F | V8_CPU_AVX512BW | V8_CPU_AVX512VL | V8_CPU_AVX512DQ;
-    if ((features & avx2) != avx2 || !lanes_agree(expf_lanes_avx2)) return 0;
-    return (features & avx512) != avx512 || lanes_agree(expf_lanes_avx512);
+int v8_expf_lanes_agree(v8_isa isa) {
+    if (isa == V8_ISA_SCALAR || !lanes_agree(expf_lanes_avx2)) return 0;
+    return isa != V8_ISA_AVX512 || lanes_agree(expf_lanes_avx512);
 }
 
 v8_status v8_expf_array(const float *x, float *y, int64_t n) {
