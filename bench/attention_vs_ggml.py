@@ -13,9 +13,13 @@ run alternately (bench/timing.py: the order flips every repeat and each
 call starts after an idle gap, so neither side's spinning workers take the
 other's cores); then the same alternation of warm bursts, back-to-back calls
 with each side's workers awake as in a model's decode step (the warm columns).
+A decode step reads each layer's K/V rows once, from DRAM: the cold columns of the
+decode rows time warm bursts over COLD_LAYERS copies of K/V in turn (each side
+its own copies, a graph per copy for ggml), per call.
 The load average is printed before and after.
 
-Rows: decode H=32 Hkv=8 D=128 at KV 1058 and 4096 (split-KV contract
+Rows: decode H=32 Hkv=8 D=128 at KV 1058 and 4096, and H=16 Hkv=8 (the whole-model
+benchmark's shape) at KV 1025 (split-KV contract
 f16_online_fp32_merge_fp32_dot, provider attn_online_split_f16kv); prefill Q=64
 KV=1024 D=128 and full (non-causal) T=256 H=16 D=72, once under the tiled
 contract and once under the auto contract (ggml's own rule for when to tile).
@@ -29,6 +33,7 @@ import argparse
 import os
 import statistics
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test" / "runtime_c" / "attention"))
 
 import online_model as M  # noqa: E402
-from timing import alternating, warm_alternating  # noqa: E402
+from timing import alternating, warm_alternating, warm_call  # noqa: E402
 
 from v8dialect.data.paths import runtime_c_dir  # noqa: E402
 from v8dialect.parity.ggml_ops import GgmlOps  # noqa: E402
@@ -74,6 +79,61 @@ def ggml_contracts(lib, ggml_build: str) -> dict[str, int]:
                      else lib.V8_ATTN_F16_FLASH_AUTO_QTILE64_FP32_DOT)}
 
 
+# Layers of a decode step whose K/V rows the cold columns cycle through: a Qwen3-0.6B-shaped
+# model's 28, whose caches far exceed the last-level cache at these lengths.
+COLD_LAYERS = 28
+
+
+def cold_medians(calls_a, calls_b, repeats):
+    """Median seconds per call of warm bursts that run each of calls_a (then calls_b) once
+    in turn, alternating which side goes first."""
+    def cycle(calls):
+        def run():
+            for call in calls:
+                call()
+        return run
+
+    ta, tb = [], []
+    for i in range(repeats):
+        order = ((ta, calls_a), (tb, calls_b)) if i % 2 == 0 else ((tb, calls_b), (ta, calls_a))
+        for out, calls in order:
+            out.append(warm_call(cycle(calls), burst=2) / len(calls))
+    return statistics.median(ta), statistics.median(tb)
+
+
+class OursCall:
+    """One call of our provider on the given K/V rows: head + (k, v) + tail as its arguments,
+    status[0] or-ed with its status.  It keeps the rows, as the call holds raw pointers into
+    them."""
+
+    def __init__(self, ffi, fn, status, head, tail, k_rows, v_rows):
+        self.rows = (k_rows, v_rows)
+        self.fn, self.status = fn, status
+        self.args = (*head, ffi.cast("void *", k_rows.ctypes.data),
+                     ffi.cast("void *", v_rows.ctypes.data), *tail)
+
+    def __call__(self):
+        self.status[0] |= self.fn(*self.args)
+
+
+def cold_row(ggml, ours_on, q, k, v, k_pad, v_pad, kv, p0, causal, scale, threads, repeats,
+             out, ref):
+    """Cold columns of a decode row: each side's calls over COLD_LAYERS copies of K/V in turn
+    (ours_on(k, v) -> a call on those rows); returns ours and ggml's seconds per call and
+    whether every output of both sides' last calls is still the reference's."""
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        graphs = [stack.enter_context(ggml.flash_attn_graph(q, k_pad, v_pad, kv, p0, bool(causal),
+                                                             scale, threads))
+                  for _ in range(COLD_LAYERS)]
+        ours = [ours_on(k.copy(), v.copy()) for _ in range(COLD_LAYERS)]
+        c_ours, c_gg = cold_medians(ours, [g.compute for g in graphs], max(repeats // 3, 3))
+        exact = np.array_equal(out.view(np.uint32), ref.view(np.uint32)) and all(
+            np.array_equal(g.output().view(np.uint32), ref.view(np.uint32)) for g in graphs)
+    return c_ours, c_gg, exact
+
+
 def interleaved_medians(fa, fb, repeats):
     """Median seconds of fa and fb, run alternately after idle gaps, then the same of warm
     back-to-back bursts (bench/timing.py)."""
@@ -94,7 +154,9 @@ def main() -> None:
     ffi, lib = on.ffi, on.lib
     rng = np.random.default_rng(0)
     rows = [("decode H32/8 D128 KV1058", 1, 32, 8, 128, 1058, 1057, 1, "split"),
-            ("decode H32/8 D128 KV4096", 1, 32, 8, 128, 4096, 4095, 1, "split")]
+            ("decode H32/8 D128 KV4096", 1, 32, 8, 128, 4096, 4095, 1, "split"),
+            # the whole-model benchmark's shape (two query heads per KV head)
+            ("decode H16/8 D128 KV1025", 1, 16, 8, 128, 1025, 1024, 1, "split")]
     if have_tiled:
         rows += [("prefill Q64 KV1024 H32/8 D128", 64, 32, 8, 128, 1024, 960, 1, "tiled"),
                  ("full T256 H16 D72 (tiled contract)", 256, 16, 16, 72, 256, 0, 0, "tiled"),
@@ -107,7 +169,8 @@ def main() -> None:
     print(f"# CPU: {cpu_model()}; ours: {isa}")
     print("# load average %.2f %.2f %.2f" % os.getloadavg())
     print(f"{'row':34s} {'thr':>3s} {'ours ms':>9s} {'ggml ms':>9s} {'ratio':>6s} "
-          f"{'warm ours':>9s} {'warm ggml':>9s} {'ratio':>6s} bit-exact")
+          f"{'warm ours':>9s} {'warm ggml':>9s} {'ratio':>6s} "
+          f"{'cold ours':>9s} {'cold ggml':>9s} {'ratio':>6s} bit-exact")
     for name, n_q, h, hkv, d, kv, p0, causal, kind in rows:
         if opts.rows not in name:
             continue
@@ -134,23 +197,26 @@ def main() -> None:
                 fn = lib.v8_attn_tiled_parallel_dispatch
                 nbytes = int(lib.v8_attn_tiled_scratch_bytes(n_q, h, d, threads))
             scratch = ffi.new("char[]", max(nbytes, 1))
-            call = (pool, contract, ffi.cast("float *", out.ctypes.data),
-                    ffi.cast("float *", q.ctypes.data), ffi.cast("void *", k.ctypes.data),
-                    ffi.cast("void *", v.ctypes.data), n_q, h, hkv, d, kv, kv, p0, causal, 0, scale,
-                    scratch, nbytes)
             status = [0]
-
-            def ours():
-                status[0] = fn(*call)
+            ours_on = partial(OursCall, ffi, fn, status,
+                              (pool, contract, ffi.cast("float *", out.ctypes.data),
+                               ffi.cast("float *", q.ctypes.data)),
+                              (n_q, h, hkv, d, kv, kv, p0, causal, 0, scale, scratch, nbytes))
 
             with ggml.flash_attn_graph(q, k_pad, v_pad, kv, p0, bool(causal), scale,
                                        threads) as gg:
-                t_ours, t_gg, w_ours, w_gg = interleaved_medians(ours, gg.compute, repeats)
+                t_ours, t_gg, w_ours, w_gg = interleaved_medians(ours_on(k, v), gg.compute, repeats)
                 ref = gg.output()
             exact = status[0] == 0 and np.array_equal(out.view(np.uint32), ref.view(np.uint32))
+            cold = "        -         -      -"
+            if kind == "split":
+                c_ours, c_gg, exact_cold = cold_row(ggml, ours_on, q, k, v, k_pad, v_pad, kv, p0,
+                                                    causal, scale, threads, repeats, out, ref)
+                exact = exact and exact_cold and status[0] == 0
+                cold = f"{c_ours * 1e3:9.3f} {c_gg * 1e3:9.3f} {c_ours / c_gg:6.2f}"
             print(f"{name:34s} {threads:3d} {t_ours * 1e3:9.3f} {t_gg * 1e3:9.3f} "
                   f"{t_ours / t_gg:6.2f} {w_ours * 1e3:9.3f} {w_gg * 1e3:9.3f} "
-                  f"{w_ours / w_gg:6.2f} {exact}")
+                  f"{w_ours / w_gg:6.2f} {cold} {exact}")
     print("# load average %.2f %.2f %.2f" % os.getloadavg())
 
 
