@@ -33,6 +33,7 @@ import argparse
 import os
 import statistics
 import sys
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 
@@ -43,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test" / "runtime_c" / "attention"))
 
 import online_model as M  # noqa: E402
-from timing import alternating, warm_alternating, warm_call  # noqa: E402
+from timing import alternating, flipped, warm_alternating, warm_call  # noqa: E402
 
 from v8dialect.data.paths import runtime_c_dir  # noqa: E402
 from v8dialect.parity.ggml_ops import GgmlOps  # noqa: E402
@@ -84,21 +85,20 @@ def ggml_contracts(lib, ggml_build: str) -> dict[str, int]:
 COLD_LAYERS = 28
 
 
+def in_turn(calls):
+    """One call that runs each of `calls` once, in order."""
+    def run():
+        for call in calls:
+            call()
+    return run
+
+
 def cold_medians(calls_a, calls_b, repeats):
     """Median seconds per call of warm bursts that run each of calls_a (then calls_b) once
-    in turn, alternating which side goes first."""
-    def cycle(calls):
-        def run():
-            for call in calls:
-                call()
-        return run
-
-    ta, tb = [], []
-    for i in range(repeats):
-        order = ((ta, calls_a), (tb, calls_b)) if i % 2 == 0 else ((tb, calls_b), (ta, calls_a))
-        for out, calls in order:
-            out.append(warm_call(cycle(calls), burst=2) / len(calls))
-    return statistics.median(ta), statistics.median(tb)
+    in turn, the two sides alternating as bench/timing.py alternates them."""
+    ta, tb = flipped(in_turn(calls_a), in_turn(calls_b), repeats,
+                     lambda run: warm_call(run, burst=2))
+    return statistics.median(ta) / len(calls_a), statistics.median(tb) / len(calls_b)
 
 
 class OursCall:
@@ -116,17 +116,13 @@ class OursCall:
         self.status[0] |= self.fn(*self.args)
 
 
-def cold_row(ggml, ours_on, q, k, v, k_pad, v_pad, kv, p0, causal, scale, threads, repeats,
-             out, ref):
+def cold_row(new_graph, ours_on, k, v, repeats, out, ref):
     """Cold columns of a decode row: each side's calls over COLD_LAYERS copies of K/V in turn
-    (ours_on(k, v) -> a call on those rows); returns ours and ggml's seconds per call and
-    whether every output of both sides' last calls is still the reference's."""
-    from contextlib import ExitStack
-
+    (new_graph() -> a ggml graph with its own copy, ours_on(k, v) -> our call on those rows);
+    returns ours and ggml's seconds per call and whether every output of both sides' last calls
+    is still the reference's."""
     with ExitStack() as stack:
-        graphs = [stack.enter_context(ggml.flash_attn_graph(q, k_pad, v_pad, kv, p0, bool(causal),
-                                                             scale, threads))
-                  for _ in range(COLD_LAYERS)]
+        graphs = [stack.enter_context(new_graph()) for _ in range(COLD_LAYERS)]
         ours = [ours_on(k.copy(), v.copy()) for _ in range(COLD_LAYERS)]
         c_ours, c_gg = cold_medians(ours, [g.compute for g in graphs], max(repeats // 3, 3))
         exact = np.array_equal(out.view(np.uint32), ref.view(np.uint32)) and all(
@@ -203,15 +199,15 @@ def main() -> None:
                                ffi.cast("float *", q.ctypes.data)),
                               (n_q, h, hkv, d, kv, kv, p0, causal, 0, scale, scratch, nbytes))
 
-            with ggml.flash_attn_graph(q, k_pad, v_pad, kv, p0, bool(causal), scale,
-                                       threads) as gg:
+            new_graph = partial(ggml.flash_attn_graph, q, k_pad, v_pad, kv, p0, bool(causal),
+                                scale, threads)
+            with new_graph() as gg:
                 t_ours, t_gg, w_ours, w_gg = interleaved_medians(ours_on(k, v), gg.compute, repeats)
                 ref = gg.output()
             exact = status[0] == 0 and np.array_equal(out.view(np.uint32), ref.view(np.uint32))
-            cold = "        -         -      -"
+            cold = f"{'-':>9s} {'-':>9s} {'-':>6s}"
             if kind == "split":
-                c_ours, c_gg, exact_cold = cold_row(ggml, ours_on, q, k, v, k_pad, v_pad, kv, p0,
-                                                    causal, scale, threads, repeats, out, ref)
+                c_ours, c_gg, exact_cold = cold_row(new_graph, ours_on, k, v, repeats, out, ref)
                 exact = exact and exact_cold and status[0] == 0
                 cold = f"{c_ours * 1e3:9.3f} {c_gg * 1e3:9.3f} {c_ours / c_gg:6.2f}"
             print(f"{name:34s} {threads:3d} {t_ours * 1e3:9.3f} {t_gg * 1e3:9.3f} "
