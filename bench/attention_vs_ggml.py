@@ -14,12 +14,13 @@ call starts after an idle gap, so neither side's spinning workers take the
 other's cores); then the same alternation of warm bursts, back-to-back calls
 with each side's workers awake as in a model's decode step (the warm columns).
 A decode step reads each layer's K/V rows once, from DRAM: the cold columns of the
-decode rows time warm bursts over COLD_LAYERS copies of K/V in turn (each side
-its own copies, a graph per copy for ggml), per call.
+decode rows time warm bursts over copies of K/V in turn (COLD_LAYERS, or more where
+those fit in the last-level cache; each side its own copies, a graph per copy for
+ggml), per call.
 The load average is printed before and after.
 
 Rows: decode H=32 Hkv=8 D=128 at KV 1058 and 4096, and H=16 Hkv=8 (the whole-model
-benchmark's shape) at KV 1025 (split-KV contract
+benchmark's shape) at KV 1025 and 129 (split-KV contract
 f16_online_fp32_merge_fp32_dot, provider attn_online_split_f16kv); prefill Q=64
 KV=1024 D=128 and full (non-causal) T=256 H=16 D=72, once under the tiled
 contract and once under the auto contract (ggml's own rule for when to tile).
@@ -81,8 +82,29 @@ def ggml_contracts(lib, ggml_build: str) -> dict[str, int]:
 
 
 # Layers of a decode step whose K/V rows the cold columns cycle through: a Qwen3-0.6B-shaped
-# model's 28, whose caches far exceed the last-level cache at these lengths.
+# model's 28.  At a short context 28 layers' rows fit in the last-level cache, which a decode
+# step's weights (hundreds of MB) flush between two layers' attention, so the cold columns
+# then cycle through more copies: enough to fill the last-level cache twice over.
 COLD_LAYERS = 28
+
+
+def last_level_cache_bytes() -> int:
+    """The largest cache of the first CPU (sysfs), or 32 MiB where sysfs does not say."""
+    sizes = []
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        unit = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+        if text.rstrip("KM").isdigit():
+            sizes.append(int(text.rstrip("KM")) * unit)
+    return max(sizes, default=32 << 20)
+
+
+def cold_copies(bytes_per_copy: int) -> int:
+    """Copies of a layer's K/V rows the cold columns cycle through."""
+    return max(COLD_LAYERS, -(-2 * last_level_cache_bytes() // bytes_per_copy))
 
 
 def in_turn(calls):
@@ -117,13 +139,14 @@ class OursCall:
 
 
 def cold_row(new_graph, ours_on, k, v, repeats, out, ref):
-    """Cold columns of a decode row: each side's calls over COLD_LAYERS copies of K/V in turn
-    (new_graph() -> a ggml graph with its own copy, ours_on(k, v) -> our call on those rows);
-    returns ours and ggml's seconds per call and whether every output of both sides' last calls
-    is still the reference's."""
+    """Cold columns of a decode row: each side's calls over cold_copies() copies of K/V in
+    turn (new_graph() -> a ggml graph with its own copy, ours_on(k, v) -> our call on those
+    rows); returns ours and ggml's seconds per call and whether every output of both sides'
+    last calls is still the reference's."""
+    copies = cold_copies(k.nbytes + v.nbytes)
     with ExitStack() as stack:
-        graphs = [stack.enter_context(new_graph()) for _ in range(COLD_LAYERS)]
-        ours = [ours_on(k.copy(), v.copy()) for _ in range(COLD_LAYERS)]
+        graphs = [stack.enter_context(new_graph()) for _ in range(copies)]
+        ours = [ours_on(k.copy(), v.copy()) for _ in range(copies)]
         c_ours, c_gg = cold_medians(ours, [g.compute for g in graphs], max(repeats // 3, 3))
         exact = np.array_equal(out.view(np.uint32), ref.view(np.uint32)) and all(
             np.array_equal(g.output().view(np.uint32), ref.view(np.uint32)) for g in graphs)
@@ -151,8 +174,10 @@ def main() -> None:
     rng = np.random.default_rng(0)
     rows = [("decode H32/8 D128 KV1058", 1, 32, 8, 128, 1058, 1057, 1, "split"),
             ("decode H32/8 D128 KV4096", 1, 32, 8, 128, 4096, 4095, 1, "split"),
-            # the whole-model benchmark's shape (two query heads per KV head)
-            ("decode H16/8 D128 KV1025", 1, 16, 8, 128, 1025, 1024, 1, "split")]
+            # the whole-model benchmark's shape (two query heads per KV head) at its n_past
+            # 1024 and 128
+            ("decode H16/8 D128 KV1025", 1, 16, 8, 128, 1025, 1024, 1, "split"),
+            ("decode H16/8 D128 KV129", 1, 16, 8, 128, 129, 128, 1, "split")]
     if have_tiled:
         rows += [("prefill Q64 KV1024 H32/8 D128", 64, 32, 8, 128, 1024, 960, 1, "tiled"),
                  ("full T256 H16 D72 (tiled contract)", 256, 16, 16, 72, 256, 0, 0, "tiled"),
