@@ -31,6 +31,7 @@ Each row runs the contract the circuits choose for the running ggml build
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -88,6 +89,7 @@ def ggml_contracts(lib, ggml_build: str) -> dict[str, int]:
 COLD_LAYERS = 28
 
 
+@functools.cache
 def last_level_cache_bytes() -> int:
     """The largest cache of the first CPU (sysfs), or 32 MiB where sysfs does not say."""
     sizes = []
