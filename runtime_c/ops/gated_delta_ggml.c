@@ -142,33 +142,49 @@ static inline __attribute__((always_inline)) float ggml_dot(const gdng_build *b,
     return dot_finish(b, acc, x, y, np, n);
 }
 
-static inline __attribute__((target("avx2,fma"), always_inline)) float
-dot_lanes_avx2(const gdng_build *b, const int regs, const float *x, const float *y, int64_t n) {
-    const int64_t np = n - n % (8 * regs);
+/* What row_lanes_avx2 does to each element of the row before its dot reads it. */
+enum { ROW_READ, ROW_DECAY, ROW_UPDATE };
+
+/* The dot's first np elements (np % 4w == 0) of x against y in `regs` = 4w / 8 registers
+ * (with w = 16 register 2j holds lanes 0-7 of A_j and 2j + 1 lanes 8-15; with w = 8
+ * register j is A_j), returning its eight halved lanes: v = (A0 + A2) + (A1 + A3) lane by
+ * lane, with w = 16 already halved once (lanes 8-15 added to 0-7).  ROW_DECAY stores
+ * x[i] * c and ROW_UPDATE fmaf(k[i], c, x[i]) into `row` (x itself) first, and the dot reads
+ * that: each element is loaded once for its update and its dot. */
+static inline __attribute__((target("avx2,fma"), always_inline)) __m256
+row_lanes_avx2(const float *x, float *row, const int mode, const float *k, float c,
+               const float *y, int64_t np, const int regs) {
+    const __m256 cv = _mm256_set1_ps(c);
     __m256 r[8];
 #pragma GCC unroll 8
-    for (int k = 0; k < regs; ++k) {
-        r[k] = _mm256_setzero_ps();
+    for (int j = 0; j < regs; ++j) {
+        r[j] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < np; i += 8 * regs) {
 #pragma GCC unroll 8
-        for (int k = 0; k < regs; ++k) {
-            r[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k),
-                                   r[k]);
+        for (int j = 0; j < regs; ++j) {
+            __m256 e = _mm256_loadu_ps(x + i + 8 * j);
+            if (mode != ROW_READ) {
+                e = mode == ROW_DECAY ? _mm256_mul_ps(e, cv)
+                                      : _mm256_fmadd_ps(_mm256_loadu_ps(k + i + 8 * j), cv, e);
+                _mm256_storeu_ps(row + i + 8 * j, e);
+            }
+            r[j] = _mm256_fmadd_ps(e, _mm256_loadu_ps(y + i + 8 * j), r[j]);
         }
     }
-    /* v = (A0 + A2) + (A1 + A3) lane by lane, then halved down to four lanes: with w = 16
-     * register 2j holds lanes 0-7 of A_j and 2j + 1 lanes 8-15, and the first halving adds
-     * lanes 8-15 to 0-7; with w = 8 register j is A_j */
-    __m256 v8;
     if (regs == 8) {
         const __m256 lo = _mm256_add_ps(_mm256_add_ps(r[0], r[4]), _mm256_add_ps(r[2], r[6]));
         const __m256 hi = _mm256_add_ps(_mm256_add_ps(r[1], r[5]), _mm256_add_ps(r[3], r[7]));
-        v8 = _mm256_add_ps(hi, lo);
-    } else {
-        v8 = _mm256_add_ps(_mm256_add_ps(r[0], r[2]), _mm256_add_ps(r[1], r[3]));
+        return _mm256_add_ps(hi, lo);
     }
-    float v[4];
+    return _mm256_add_ps(_mm256_add_ps(r[0], r[2]), _mm256_add_ps(r[1], r[3]));
+}
+
+static inline __attribute__((target("avx2,fma"), always_inline)) float
+dot_lanes_avx2(const gdng_build *b, const int regs, const float *x, const float *y, int64_t n) {
+    const int64_t np = n - n % (8 * regs);
+    const __m256 v8 = row_lanes_avx2(x, NULL, ROW_READ, NULL, 0.0f, y, np, regs);
+    float v[4]; /* halved down to four lanes */
     _mm_storeu_ps(v, _mm_add_ps(_mm256_extractf128_ps(v8, 1), _mm256_castps256_ps128(v8)));
     return dot_fold_tail(b, v, x, y, np, n);
 }
@@ -182,6 +198,27 @@ static inline __attribute__((target("avx2,fma"))) float ggml_dot_avx2(const gdng
                                                                        int64_t n) {
     /* 4w lanes: 8 registers for the 16-lane builds, 4 for the 8-lane one */
     return b->lanes == 16 ? dot_lanes_avx2(b, 8, x, y, n) : dot_lanes_avx2(b, 4, x, y, n);
+}
+
+/* The lane folds of eight rows at once from their eight halved lanes, lane r of the result
+ * row r's dot (no tail): u_l = v_{l+4} + v_l (the high half added to the low one, two rows
+ * per register), then the build's fold of u by two HADDPS over the four such registers;
+ * for the (0 + 2) + (1 + 3) fold each row's u is first ordered 0 2 1 3.  The HADDPS leave
+ * the rows in lanes 0 2 4 6 1 3 5 7.  Every add is one of dot_finish's, on the same values,
+ * where row by row each dot's short chain of dependent folds ran alone. */
+static inline __attribute__((target("avx2,fma"), always_inline)) __m256
+fold_rows8_avx2(const gdng_build *b, const __m256 v[8]) {
+    __m256 u[4];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+        u[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31),
+                             _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20));
+        if (!b->hadd_fold) {
+            u[p] = _mm256_permute_ps(u[p], 0xD8);
+        }
+    }
+    const __m256 sums = _mm256_hadd_ps(_mm256_hadd_ps(u[0], u[1]), _mm256_hadd_ps(u[2], u[3]));
+    return _mm256_permutevar8x32_ps(sums, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 /* The 8 x 4 block at x (rows stride apart) as its four columns: lane r of col[c] is
@@ -296,6 +333,35 @@ static inline __attribute__((target("avx2,fma"))) void scale_avx2(float *x, floa
     }
     for (; i < n; ++i) {
         x[i] = x[i] * c;
+    }
+}
+
+/* The state's steps of one token when d is a whole number of the dot's 4w-lane steps:
+ * eight rows at a time, decay and k dots, then the rows' deltas (v - dot) * b, then update
+ * and q dots; out[j] is row j's q dot.  Row j's values depend on row j alone, so these are
+ * token_head's separate passes' operations on the same values. */
+static inline __attribute__((target("avx2,fma"))) void
+state_step_avx2(const gdng_build *bd, float *S, const float *k, const float *q, const float *v,
+                float b, float decay, int64_t d, float *out) {
+    const int regs = bd->lanes / 2; /* the dot's 4w lanes in 8-lane registers */
+    for (int64_t j = 0; j < d; j += 8) {
+        __m256 lanes[8];
+        float delta[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r) {
+            float *row = S + (j + r) * d;
+            lanes[r] = regs == 8 ? row_lanes_avx2(row, row, ROW_DECAY, k, decay, k, d, 8)
+                                 : row_lanes_avx2(row, row, ROW_DECAY, k, decay, k, d, 4);
+        }
+        const __m256 diff = _mm256_sub_ps(_mm256_loadu_ps(v + j), fold_rows8_avx2(bd, lanes));
+        _mm256_storeu_ps(delta, _mm256_mul_ps(diff, _mm256_set1_ps(b)));
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r) {
+            float *row = S + (j + r) * d;
+            lanes[r] = regs == 8 ? row_lanes_avx2(row, row, ROW_UPDATE, k, delta[r], q, d, 8)
+                                 : row_lanes_avx2(row, row, ROW_UPDATE, k, delta[r], q, d, 4);
+        }
+        _mm256_storeu_ps(out + j, fold_rows8_avx2(bd, lanes));
     }
 }
 
@@ -471,14 +537,18 @@ static inline __attribute__((always_inline)) void token_head(const gdng_args *a,
     if (simd) { /* the same steps: row j's dots read row j alone, so all rows' k dots may come
                  * first, then the updates, then the q dots */
         float dots[V8_GDN_MAX_HEAD_DIM];
-        scale_avx2(S, decay, d * d);
-        state_dots_avx2(a->build, S, k, d, dots);
-        for (int64_t j = 0; j < d; ++j) {
-            const float diff = v[j] - dots[j];
-            const float delta = diff * b;
-            axpy_avx2(S + j * d, k, delta, d);
+        if (d % (4 * a->build->lanes) == 0) {
+            state_step_avx2(a->build, S, k, q, v, b, decay, d, dots);
+        } else {
+            scale_avx2(S, decay, d * d);
+            state_dots_avx2(a->build, S, k, d, dots);
+            for (int64_t j = 0; j < d; ++j) {
+                const float diff = v[j] - dots[j];
+                const float delta = diff * b;
+                axpy_avx2(S + j * d, k, delta, d);
+            }
+            state_dots_avx2(a->build, S, q, d, dots);
         }
-        state_dots_avx2(a->build, S, q, d, dots);
         for (int64_t j = 0; j < d; ++j) {
             o[j] = dots[j] * scale;
         }

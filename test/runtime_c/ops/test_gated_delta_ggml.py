@@ -99,6 +99,7 @@ CASES = (
     (5, 1, 2, 8, 32),     # prefill 5, then a decode step
     (70, 4, 2, 8, 32),    # prefill 70
     (5, 2, 1, 2, 128),    # Qwen3.5's head dim: two 64-lane / four 32-lane steps
+    (3, 2, 2, 4, 64),     # one 64-lane / two 32-lane steps: eight rows' folds at once, 8 rows x 8
     (3, 1, 1, 3, 100),    # 16-lane: 64 + two 16-blocks + fused 4; 8-lane: 96 + one 4-block
     (2, 3, 2, 2, 88),     # 16-lane: 64 + a 16-block + an 8-block; 8-lane: 64 + three 8-blocks
     (4, 2, 1, 3, 24),     # dot 16 + 8 / three 8s, SiLU rows of 120 channels and of 24
