@@ -100,6 +100,7 @@ CASES = (
     (70, 4, 2, 8, 32),    # prefill 70
     (5, 2, 1, 2, 128),    # Qwen3.5's head dim: two 64-lane / four 32-lane steps
     (3, 2, 2, 4, 64),     # one 64-lane / two 32-lane steps: eight rows' folds at once, 8 rows x 8
+    (34, 1, 1, 1, 128),   # the rows-first walk's 32-token chunks at d 128: a chunk and 2 more
     (3, 1, 1, 3, 100),    # 16-lane: 64 + two 16-blocks + fused 4; 8-lane: 96 + one 4-block
     (2, 3, 2, 2, 88),     # 16-lane: 64 + a 16-block + an 8-block; 8-lane: 64 + three 8-blocks
     (4, 2, 1, 3, 24),     # dot 16 + 8 / three 8s, SiLU rows of 120 channels and of 24
@@ -535,7 +536,7 @@ def test_production_and_threadpool_match_oracle(ops: ModuleType, pools: dict[int
     production: dict[str, list[dict[str, Any]]] = {m: [] for m in masks}
     per_workers: dict[int, list[dict[str, Any]]] = {w: [] for w in WORKERS}
     for t1, _, hk, hv, d in CASES:
-        i = make(rng, min(t1, 9), hk, hv, d, big=(d == 32))
+        i = make(rng, t1, hk, hv, d, big=(d == 32))
         if d == 32:  # the output gate's SiLU on a quiet NaN with a payload, infinities and
             # arguments whose exp saturates or leaves the fp32 range through the 2^n scale
             specials = np.array([0x7FC01234, 0x7F800000, 0xFF800000], np.uint32).view(F32)
