@@ -585,19 +585,16 @@ static inline __attribute__((always_inline)) void token_head(const gdng_args *a,
 
     float *S = a->ssm_state + h * d * d;
     if (simd) { /* the same steps: row j's dots read row j alone, so all rows' k dots may come
-                 * first, then the updates, then the q dots */
-        if (rows_in_blocks(a)) {
-            state_steps_avx2(a->build, S, k, q, v, &b, &decay, d, 1, dots);
-        } else {
-            scale_avx2(S, decay, d * d);
-            state_dots_avx2(a->build, S, k, d, dots);
-            for (int64_t j = 0; j < d; ++j) {
-                const float diff = v[j] - dots[j];
-                const float delta = diff * b;
-                axpy_avx2(S + j * d, k, delta, d);
-            }
-            state_dots_avx2(a->build, S, q, d, dots);
+                 * first, then the updates, then the q dots (where rows_in_blocks, the AVX2
+                 * walk is key_slice_chunks_avx2 instead) */
+        scale_avx2(S, decay, d * d);
+        state_dots_avx2(a->build, S, k, d, dots);
+        for (int64_t j = 0; j < d; ++j) {
+            const float diff = v[j] - dots[j];
+            const float delta = diff * b;
+            axpy_avx2(S + j * d, k, delta, d);
         }
+        state_dots_avx2(a->build, S, q, d, dots);
     } else {
         for (int64_t e = 0; e < d * d; ++e) {
             S[e] = S[e] * decay;
